@@ -9,58 +9,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from lowering_diff import INPUTS, MLIR_INPUTS, Outcome, entries, lower
 from xdsl.dialects import affine, func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass, PassPipeline
-from xdsl.utils.exceptions import ParseError
+from xdsl.passes import ModulePass
 
 from nem.compile.lower import xdsl_context
-from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.kernel_op import KernelOp
-from nem.frontends.nem_text.printer import print_nem
 from nem.frontends.upstream_dialects import parse_mlir
-from nem.passes.driver import run_pipeline
 from nem.passes.lowering.outline_kernels import OutlineKernelsPass
-from nem.passes.lowering.passes import LowerToNemPass
-
-INPUTS = Path(__file__).resolve().parents[1] / "lit" / "lowering" / "Inputs"
 
 
-def _entries(path: Path) -> list[str]:
-    """The public functions of `path` (each an entry `lower-to-nem` may take)."""
-    try:
-        module = parse_mlir(xdsl_context(), path.read_text())
-    except ParseError:
-        pytest.skip("a transform script or its payload: lit runs it")
-    return [
-        f.sym_name.data
-        for f in module.ops
-        if isinstance(f, func.FuncOp)
-        and f.body.blocks
-        and (f.sym_visibility is None or f.sym_visibility.data == "public")
-    ]
-
-
-def _lower(
-    text: str, entry: str, keep: type[ModulePass] | None
-) -> tuple[str | None, list[tuple[str, str, str, str | None]]]:
-    """`lower-to-nem{device=npm_pro_x1 remarks=true}` of `entry`, without
-    `nem-outline-kernels` when `keep` is None: the `.nem` (None on an
-    error) and the diagnostics (remarks, or the errors)."""
-    ctx = xdsl_context()
-    module = parse_mlir(ctx, text)
-    passes = LowerToNemPass(device="npm_pro_x1", entry=entry, remarks=True).pipeline()
-    if keep is None:
-        passes = tuple(p for p in passes if not isinstance(p, OutlineKernelsPass))
-    try:
-        diags = run_pipeline(module, PassPipeline(passes), ctx=ctx)
-    except NemDiagnosticError as e:
-        return None, [_text(d) for d in e.diagnostics]
-    return print_nem(module), [_text(d) for d in diags]
-
-
-def _text(d: Diagnostic) -> tuple[str, str, str, str | None]:
-    return d.severity, d.message, str(d.loc), d.fix
+def _lower(text: str, entry: str, keep: type[ModulePass] | None) -> Outcome:
+    """`lower-to-nem` of `entry`, without `nem-outline-kernels` when `keep` is None."""
+    if keep is not None:
+        return lower(text, entry)
+    return lower(
+        text, entry, lambda steps: tuple(p for p in steps if not isinstance(p, OutlineKernelsPass))
+    )
 
 
 def _outlined(text: str, entry: str) -> ModuleOp:
@@ -74,13 +40,11 @@ def _kernels(module: ModuleOp) -> list[KernelOp]:
     return [o for o in module.walk() if isinstance(o, KernelOp)]
 
 
-@pytest.mark.parametrize(
-    "path", sorted(INPUTS.rglob("*.mlir")), ids=lambda p: str(p.relative_to(INPUTS))
-)
+@pytest.mark.parametrize("path", MLIR_INPUTS, ids=lambda p: str(p.relative_to(INPUTS)))
 def test_the_pass_changes_no_output(path: Path) -> None:
     """With and without the pass: the same `.nem`, remarks and errors."""
     text = path.read_text()
-    for entry in _entries(path):
+    for entry in entries(path):
         without = _lower(text, entry, None)
         assert _lower(text, entry, OutlineKernelsPass) == without, entry
 

@@ -21,6 +21,7 @@ __all__ = ["PASSES"]
 def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.forward_fills import ForwardZeroFillsPass
     from nem.passes.jam_engine_loops import JamEngineLoopsPass
+    from nem.passes.lowering.memref_hints import DropMemrefHintsPass
     from nem.passes.lowering.outline_kernels import OutlineKernelsPass
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
     from nem.passes.lowering.prepare import (
@@ -44,6 +45,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 CheckInputRangesPass,
                 RerollPipelinesPass,
                 OutlineKernelsPass,
+                DropMemrefHintsPass,
                 ConvertAffineToNemPass,
                 LowerToNemPass,
                 ForwardZeroFillsPass,

@@ -130,7 +130,8 @@ def lower_cast(lw: Lowering, op: memref.CastOp, st: BlockState) -> None:
 
 
 def ignore(lw: Lowering, op: Operation, st: BlockState) -> None:
-    """Ops with nothing to lower (deallocation, terminators, alignment hints)."""
+    """Terminators: nothing to lower (deallocations and alignment hints are
+    gone before the conversion, `nem-drop-memref-hints`)."""
 
 
 # ---------------------------------------------------------------------------
@@ -305,8 +306,6 @@ HANDLERS: dict[type[Operation], Handler] = {
     **{
         cls: ignore
         for cls in (
-            memref.DeallocOp,
-            memref.AssumeAlignmentOp,
             affine.YieldOp,
             func.ReturnOp,
             asy.YieldOp,

@@ -9,6 +9,7 @@
         nem-reroll-pipelines{entry=F}              (D-LOW-PIPE: pipelined loops -> one loop)
         nem-outline-kernels{entry=F}               (D-LOW-OUTLINE: nests that escape on every
                                                     target -> nem_lowering.kernel)
+        nem-drop-memref-hints{entry=F}             (D-LOW-MEMREF-HINTS: deallocs, alignment hints)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
@@ -50,6 +51,7 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass, PassPipeline
 
 from nem.dialect.attributes import mem_level_error
@@ -62,6 +64,7 @@ from nem.passes.jam_engine_loops import JamEngineLoopsPass
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.lowering.memref_hints import DropMemrefHintsPass
 from nem.passes.lowering.outline_kernels import OutlineKernelsPass
 from nem.passes.lowering.prepare import (
     CheckInputRangesPass,
@@ -69,6 +72,7 @@ from nem.passes.lowering.prepare import (
     RaiseScfForPass,
 )
 from nem.passes.lowering.reroll import RerollPipelinesPass
+from nem.passes.lowering.state import Handler
 from nem.passes.pass_context import driver_options, report
 from nem.passes.split_transfers import SplitTransfersPass
 from nem.passes.synthesize_deps import SynthesizeDepsPass
@@ -144,6 +148,7 @@ def preparation(entry: str | None) -> tuple[ModulePass, ...]:
         CheckInputRangesPass(entry),
         RerollPipelinesPass(entry),
         OutlineKernelsPass(entry),
+        DropMemrefHintsPass(entry),
     )
 
 
@@ -161,8 +166,8 @@ class ConvertAffineToNemPass(LoweringOptions):
       pipeline-tiles: two iterations in flight for tile loops that allocate their L1 buffers
 
     Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`,
-    `nem-check-input-ranges`, `nem-reroll-pipelines` and `nem-outline-kernels`
-    (`preparation`), so that run alone
+    `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-outline-kernels` and
+    `nem-drop-memref-hints` (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).
@@ -173,11 +178,18 @@ class ConvertAffineToNemPass(LoweringOptions):
     prepare: ClassVar[bool] = True
     """Whether `apply` runs the preparation passes first."""
 
+    def handlers(self) -> dict[type[Operation], Handler]:
+        """The conversion's table (a subclass may extend it: the differential
+        test of `nem-drop-memref-hints` converts with the table before it).
+        A method, not a class attribute: xDSL evaluates the annotations of a
+        pass class to read its options."""
+        return HANDLERS
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.prepare:
             for p in preparation(self.entry):
                 p.apply(ctx, op)
-        lowerer = Lowerer(self.options(), HANDLERS, progress=driver_options(ctx).progress)
+        lowerer = Lowerer(self.options(), self.handlers(), progress=driver_options(ctx).progress)
         lowerer.run(op)
         report(ctx, lowerer.remarks)
 
