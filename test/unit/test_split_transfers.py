@@ -378,10 +378,11 @@ def test_split_program_is_bit_identical_race_free_and_faster():
 def test_weights_staged_per_tile_split_however_few_the_tiles():
     """A 3x3 conv of 256 to 64 channels over 8x8 pixels, tiles of 32 output
     channels on one engine: its tile loop of 2 iterations stages a 288 KiB
-    weight slice each, 576 KiB over its runs, under `min-moved`.  Spanning
-    `min-once` it splits (it stayed whole when `min-once` applied only to
-    transfers in no loop): the same output bits under random schedules, in
-    under 0.9x the cycles."""
+    weight slice each, 576 KiB over its runs, under a `min-moved` of 8 MiB
+    (the default until session 23; now 256 KiB, which splits it too).
+    Spanning `min-once` it splits (it stayed whole when `min-once` applied
+    only to transfers in no loop): the same output bits under random
+    schedules, in under 0.9x the cycles."""
     pytest.importorskip("mlir.ir")
     from compile_runs import conv3x3_model, only_output, timed_cycles
 
@@ -390,8 +391,8 @@ def test_weights_staged_per_tile_split_however_few_the_tiles():
     model = conv3x3_model(8, 256, 64)
     opts = {"device": "npm_pro_x1", "engines": 1, "tile_sizes": (1, 8, 8, 32)}
     whole = compile_onnx(model, split_transfers=False, **opts)
-    old = dataclasses.replace(whole, nem=_split(whole.nem, min_once=1 << 30))
-    new = dataclasses.replace(whole, nem=_split(whole.nem))
+    old = dataclasses.replace(whole, nem=_split(whole.nem, min_once=1 << 30, min_moved=8 << 20))
+    new = dataclasses.replace(whole, nem=_split(whole.nem, min_moved=8 << 20))
     staged = re.compile(r"^\s+copy\d+_1 = transfer.async\(.*shape=\[1, 3, 256, 32\]", re.M)
     assert staged.search(new.nem) and not staged.search(old.nem)
     assert np.array_equal(

@@ -64,6 +64,18 @@ MAX_CANDIDATES = 200_000
 powers of two dividing it beyond that)."""
 
 
+def _strides(t: ir.MemRefType) -> np.ndarray:
+    """A memref's element strides: its layout's, row-major where they are
+    dynamic (the span of a box is then a guess; a static layout is the rule)."""
+    strides, _ = t.get_strides_and_offset()
+    if any(t.is_dynamic_stride_or_offset(x) for x in strides):
+        strides, acc = [], 1
+        for n in reversed(t.shape):
+            strides.insert(0, acc)
+            acc *= max(n, 1)
+    return np.array(strides, dtype=np.int64)
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -78,6 +90,7 @@ class _Model:
         self.ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
         self.rows: list[tuple[int, int, bool, np.ndarray, np.ndarray]] = []
         self.mems: list[ir.Value] = []
+        self.strides: list[np.ndarray] = []  # per memref, its element strides
         ones = [1] * n
         for acc in band.accesses:
             base = np.array(self._ext(acc, ones), dtype=np.int64)
@@ -87,9 +100,10 @@ class _Model:
                     two = list(ones)
                     two[i] = 2
                     coef[:, i] = np.array(self._ext(acc, two)) - base
+            t = ir.MemRefType(acc.memref.type)
             if acc.memref not in self.mems:
                 self.mems.append(acc.memref)
-            t = ir.MemRefType(acc.memref.type)
+                self.strides.append(_strides(t))
             width = max(t.element_type.width // 8, 1) if hasattr(t.element_type, "width") else 8
             self.rows.append((self.mems.index(acc.memref), width, acc.write, base, coef))
 
@@ -128,26 +142,38 @@ class _Model:
             width[k], written[k] = w, written[k] or wr
         return boxes, width, written
 
-    def cycles(self, S: np.ndarray, lengths: np.ndarray, reductions: set[int]) -> np.ndarray | None:
-        """`tile_time.estimate` of each row of sizes `S` (one written memref,
-        else None: no estimate)."""
+    def cycles(
+        self,
+        S: np.ndarray,
+        lengths: np.ndarray,
+        reductions: set[int],
+        dmas: int,
+        split: bool = True,
+    ) -> np.ndarray | None:
+        """`tile_time.estimate` of each row of sizes `S` over `dmas` DMAs per
+        engine (one written memref, else None: no estimate)."""
         boxes, width, written = self.boxes(S)
         if sum(written) != 1:
             return None
         reads = []
         out = None
         for k in range(len(self.mems)):
-            nbytes = np.prod(boxes[k], axis=1) * width[k]
+            ext = boxes[k]
+            nbytes = np.prod(ext, axis=1) * width[k]
+            # its span in the array it is cut from (the L1 side is the box itself)
+            span = np.maximum(((ext - 1) @ self.strides[k] + 1) * width[k], nbytes)
+            rows = ext[np.arange(len(ext)), np.argmax(ext > 1, axis=1)]
+            box = tile_time.Box(nbytes, span, rows)
             if not written[k]:
                 deps = np.zeros(len(self.band.loops), dtype=bool)
                 for j, _, _, _, coef in self.rows:
                     if j == k:
                         deps |= coef.any(axis=0)
-                reads.append((nbytes, deps))
+                reads.append((box, deps))
                 continue
-            out = (nbytes, np.prod(boxes[k], axis=1))
+            out = (box, np.prod(ext, axis=1))
         assert out is not None
-        return tile_time.estimate(S, lengths, reads, out, reductions)
+        return tile_time.estimate(S, lengths, reads, out, reductions, dmas, split)
 
     def score(self, S: np.ndarray, extents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(footprint + output bytes, bytes moved) of each row of sizes `S`."""
@@ -171,13 +197,15 @@ def search(
     halving: list[int],
     parts: dict[int, list[int]] | None = None,
     timed: bool = False,
+    dmas: int = 1,
 ) -> list[int]:
     """The sizes this module's rule picks (see the module doc), `halving`
     when none beats them by GAIN.  `parts`: loop -> the extents of the parts
     an engine split cuts it into (a size that divides each makes no peel).
     `timed`: a band with a reduction loop (a convolution, a matmul) takes the
     sizes with the fewest estimated cycles instead (D-COMPILE-TILE-TIME; the
-    estimate models the transform route's tiles)."""
+    estimate models the transform route's tiles, their copies split over
+    the engine's `dmas` DMAs as `nem-split-transfers` will split them)."""
     n = len(band.extents)
     if n == 0 or any(e < 1 for e in band.extents) or list(halving) == list(band.extents):
         return halving  # one tile: nothing is copied twice
@@ -223,7 +251,7 @@ def search(
     best = int(np.argmin(moved))
     pick = halving if h_need[0] <= budget and moved[best] > GAIN * h_moved[0] else S[best]
     if timed and any(band.extents[i] > 1 for i in red):
-        pick = _by_cycles(model, S, ok, moved, pick, lengths, red)
+        pick = _by_cycles(model, S, ok, moved, pick, lengths, red, dmas)
     return [int(x) for x in pick]
 
 
@@ -257,13 +285,14 @@ def _by_cycles(
     pick: Sequence[int],
     lengths: list[list[int]],
     red: set[int],
+    dmas: int,
 ) -> Sequence[int]:
     """The sizes among `S[ok]` with the fewest estimated cycles
     (`tile_time`; ties: the fewest bytes moved) when they take at most
     TIME_GAIN of `pick`'s, else `pick`."""
     L = np.array([max(x) for x in lengths], dtype=np.int64)
     rows = np.vstack([S[ok], np.array([pick], dtype=np.int64)])
-    est = model.cycles(np.minimum(rows, L[None, :]), L, red)
+    est = model.cycles(np.minimum(rows, L[None, :]), L, red, dmas)
     if est is None:
         return pick
     best = int(np.lexsort((moved[ok], est[:-1]))[0])

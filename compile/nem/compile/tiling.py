@@ -100,21 +100,26 @@ def choose_tile_sizes(band: Band, budget: int) -> list[int]:
 
 
 def band_sizes(
-    band: Band, options: CompileOptions, budget: int, parts: dict[int, list[int]] | None = None
+    band: Band,
+    options: CompileOptions,
+    budget: int,
+    parts: dict[int, list[int]] | None = None,
+    dmas: int = 1,
 ) -> list[int]:
     """The tile sizes of one band: the `--tile-sizes` override (missing
     entries: the whole loop) or the L1-derived choice: the halving rule's,
     or sizes moving fewer bytes within the same budget (D-COMPILE-TILE-COST;
     on the transform route, a convolution's or matmul's by estimated cycles,
-    D-COMPILE-TILE-TIME; `parts`: loop -> extents of the parts an engine
-    split cuts it into)."""
+    D-COMPILE-TILE-TIME, its copies over `dmas` DMAs per engine; `parts`:
+    loop -> extents of the parts an engine split cuts it into)."""
     if options.tile_sizes:
         given = list(options.tile_sizes)[: len(band.extents)]
         return [min(s, e) for s, e in zip(given + band.extents[len(given) :], band.extents)]
     from nem.compile import tile_cost
 
     halving = choose_tile_sizes(band, budget)
-    return tile_cost.search(band, budget, halving, parts, timed=options.route == "transform")
+    timed = options.route == "transform"
+    return tile_cost.search(band, budget, halving, parts, timed=timed, dmas=dmas)
 
 
 def l1_budget(device: Device, pipeline: bool) -> int:

@@ -162,6 +162,7 @@ def _plan_ops(
             f"loop nest ({len(all_nests)}); use --route affine",
         )
     budget = tiling.l1_budget(device, options.pipeline)
+    dmas = device.units("DMA")  # the tile estimate splits copies over them
     preloaded = preloaded_memrefs(cfn)
     unwritten = frozenset(ir.BlockArgument(a).arg_number for a in preloaded)
     turn, ready = 0, 0
@@ -186,7 +187,7 @@ def _plan_ops(
                 )
             }
         )
-        sizes = given or tiling.band_sizes(band, options, budget, parts)
+        sizes = given or tiling.band_sizes(band, options, budget, parts, dmas)
 
         def resize(
             b: int,
@@ -200,7 +201,7 @@ def _plan_ops(
             # searched again), smaller ones are L1's
             if b == budget:
                 return list(sizes)
-            return tiling.band_sizes(band, options, b, parts)
+            return tiling.band_sizes(band, options, b, parts, dmas)
 
         if pin is not None:
             return Plan(band.extents, sizes, [pin], resize=resize)

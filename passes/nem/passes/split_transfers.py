@@ -72,6 +72,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
@@ -104,14 +105,18 @@ from nem.dialect.ops import (
 )
 from nem.passes.forward_fills import declared_names
 
+Num = int | np.ndarray
+"""A byte or trip count, or an array of them (one per tile-size candidate)."""
+
 MIN_BYTES = 16384
 """Transfers spanning fewer bytes than this stay whole (D-COMPILE-DMA-SPLIT's
 threshold for copies in tile loops)."""
-MIN_MOVED = 8 << 20
+MIN_MOVED = 256 << 10
 """Transfers that span fewer bytes than this over all their runs (their span
 times their loops' trip counts) stay whole: each slice is one more task for
 `nem-verify`'s analyses on the final program (the compile's time), and the
-cycles a split saves grow with the bytes it moves."""
+cycles a split saves grow with the bytes it moves.  256 KiB since session 23
+(8 MiB before), when D-COMPILE-TILE-TIME's estimate learned the split."""
 MIN_ONCE = 262144
 """A transfer splits from this span on, whatever it moves over its runs (not
 `min-moved`): a weight slice staged per tile takes as long on every run as
@@ -128,6 +133,35 @@ RETIRE_BELOW = MIN_BYTES
 outside is waited for before the loop (`retire_held`) instead of held live
 across it: a padded buffer's border fill, done long before the loop's first
 tile needs it."""
+
+
+def least_span(
+    runs: Num,
+    min_bytes: int = MIN_BYTES,
+    min_moved: int = MIN_MOVED,
+    min_once: int = MIN_ONCE,
+    min_single: int = MIN_SINGLE,
+) -> np.ndarray:
+    """The span (bytes) from which a transfer between L1 and DDR/L2 that runs
+    `runs` times (its loops' trip counts multiplied) splits: `min-single` in
+    no loop; in a loop `min-moved` over its runs, or `min-once` on each (it
+    moves that on every run, whatever the trip counts); never under
+    `min-bytes`.  Elementwise on arrays: D-COMPILE-TILE-TIME's estimate
+    prices its candidates' copies by this rule (`nem.compile.tile_time`)."""
+    looped = np.minimum(min_once, -(-min_moved // np.maximum(runs, 1)))
+    return np.maximum(min_bytes, np.where(np.equal(runs, 1), min_single, looped))
+
+
+def slice_count(
+    span: Num, rows: Num, dmas: int, least: Num, min_piece: int = MIN_PIECE
+) -> np.ndarray:
+    """How many slices a transfer spanning `span` bytes, `rows` long along
+    its outermost dimension larger than 1, becomes over `dmas` units: one
+    per unit, no more than its rows, none under `min-piece`; 1 (whole) under
+    `least` or where fewer than two would be made.  Elementwise on arrays,
+    as `least_span`."""
+    k = np.minimum(np.minimum(dmas, rows), span // max(1, min_piece))
+    return np.where(np.greater_equal(span, least) & (k >= 2), k, 1)
 
 
 def even_parts(n: int, k: int) -> list[tuple[int, int]]:
@@ -205,10 +239,8 @@ def plan_split(op: TransferOp, dmas: int, min_bytes: int, min_piece: int) -> Pla
         if inner + 1 > strides[dim]:
             return None  # slices would share bytes: keep it whole
         span = max(span, ((shape[dim] - 1) * strides[dim] + inner + 1) * eb)
-    k = min(dmas, shape[dim], span // max(1, min_piece))
-    if span < min_bytes or k < 2:
-        return None
-    return Plan(dim, even_parts(shape[dim], k), (ds, ss), eb)
+    k = int(slice_count(span, shape[dim], dmas, min_bytes, min_piece))
+    return Plan(dim, even_parts(shape[dim], k), (ds, ss), eb) if k >= 2 else None
 
 
 def moved_bytes(op: TransferOp) -> int:
@@ -334,11 +366,8 @@ class Choice:
         if retire_held(live, self.retire_below):
             live = block_liveness(block, self.ev, bodies=False)
         counts = live.counts()  # the block's own tokens; its loops' added below
-        # a transfer spanning `min-once` splits in any loop too: it moves at
-        # least that on every run, whatever the trip counts
-        least = max(
-            self.min_bytes,
-            self.min_single if runs == 1 else min(self.min_once, -(-self.min_moved // runs)),
+        least = int(
+            least_span(runs, self.min_bytes, self.min_moved, self.min_once, self.min_single)
         )
         sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
         found = [
