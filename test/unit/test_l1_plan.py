@@ -79,7 +79,7 @@ def test_measure_strips_markers_of_top_level_ops_and_still_finds_them():
     # be the same as measured without stripping, and the marker gone.
     marked = TILE.replace(
         "  linalg.copy ins(%a :",
-        "  linalg.generic {indexing_maps = [#id], iterator_types = [\"parallel\", \"parallel\"],"
+        '  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"],'
         " mark = 1 : i64} outs(%z : memref<8x64xf32, 2>) {\n"
         "  ^bb0(%y: f32):\n"
         "    %e = math.exp %y : f32\n"
