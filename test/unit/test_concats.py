@@ -5,7 +5,7 @@ minimized SqueezeNet fire module (squeeze 1x1, expand 1x1 and 3x3,
 Concat) whose expand 1x1 output is read again after the concatenation, and
 a second Concat of the first (DenseNet's nesting), compiled with and
 without `concat_in_place`: the same bits under random schedules,
-onnxruntime's values, fewer copies, DMA bytes and cycles (each test fails
+onnxruntime's values, fewer copies between DDR buffers and cycles (each test fails
 without the rewrite)."""
 
 from __future__ import annotations
