@@ -3,15 +3,17 @@
 the lowering's inputs, with the pipeline as declared and with it edited (a
 pass left out, the conversion with another table), must print the same
 `.nem` and the same remarks or errors (test_lowering_outline_kernels.py,
-test_lowering_memref_hints.py)."""
+test_lowering_memref_hints.py, test_lowering_async_groups.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from xdsl.dialects import func
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ParseError
 
@@ -20,7 +22,8 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.frontends.nem_text.printer import print_nem
 from nem.frontends.upstream_dialects import parse_mlir
 from nem.passes.driver import run_pipeline
-from nem.passes.lowering.passes import LowerToNemPass
+from nem.passes.lowering.passes import LowerToNemPass, PreparedConversionPass
+from nem.passes.lowering.state import Handler
 
 INPUTS = Path(__file__).resolve().parents[1] / "lit" / "lowering" / "Inputs"
 MLIR_INPUTS = sorted(INPUTS.rglob("*.mlir"))
@@ -33,8 +36,13 @@ Outcome = tuple[str | None, list[tuple[str, str, str, str | None]]]
 
 def entries(path: Path) -> list[str]:
     """The public functions of `path` (each an entry `lower-to-nem` may take)."""
+    return entries_in(path.read_text())
+
+
+def entries_in(text: str) -> list[str]:
+    """The public functions of MLIR `text` (a transform script is skipped)."""
     try:
-        module = parse_mlir(xdsl_context(), path.read_text())
+        module = parse_mlir(xdsl_context(), text)
     except ParseError:
         pytest.skip("a transform script or its payload: lit runs it")
     return [
@@ -64,3 +72,26 @@ def lower(text: str, entry: str, edit: Callable[[Steps], Steps] | None = None) -
 
 def _text(d: Diagnostic) -> tuple[str, str, str, str | None]:
     return d.severity, d.message, str(d.loc), d.fix
+
+
+def before(
+    dropped: type[ModulePass], table: dict[type[Operation], Handler]
+) -> Callable[[Steps], Steps]:
+    """The edit that gives `lower-to-nem`'s steps as they were before a pass
+    of rewrite patterns took ops out of the conversion's table: pass
+    `dropped` left out, the conversion converting with `table` (the old one)."""
+
+    class Conversion(PreparedConversionPass):
+        def handlers(self) -> dict[type[Operation], Handler]:
+            return table
+
+    def edit(steps: Steps) -> Steps:
+        out: list[ModulePass] = []
+        for p in steps:
+            if isinstance(p, PreparedConversionPass):
+                p = Conversion(**{f.name: getattr(p, f.name) for f in fields(p)})
+            if not isinstance(p, dropped):
+                out.append(p)
+        return tuple(out)
+
+    return edit

@@ -11,11 +11,10 @@ vacuous (the inputs' deallocations are erased by it, and a use of an
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from lowering_diff import INPUTS, LIT_MLIR, MLIR_INPUTS, Steps, entries, lower
+from lowering_diff import INPUTS, LIT_MLIR, MLIR_INPUTS, before, entries, lower
 from xdsl.dialects import memref
 from xdsl.ir import Operation
 
@@ -35,22 +34,8 @@ BEFORE: dict[type[Operation], Handler] = {
 """The conversion's table before the pass: the driver ignored both ops."""
 
 
-class _ConversionBefore(PreparedConversionPass):
-    """The conversion as it was: the driver itself ignored both ops."""
-
-    def handlers(self) -> dict[type[Operation], Handler]:
-        return BEFORE
-
-
-def _before(steps: Steps) -> Steps:
-    """`lower-to-nem`'s steps as they were: no pass, the table before it."""
-    out = []
-    for p in steps:
-        if isinstance(p, PreparedConversionPass):
-            p = _ConversionBefore(**{f.name: getattr(p, f.name) for f in fields(p)})
-        if not isinstance(p, DropMemrefHintsPass):
-            out.append(p)
-    return tuple(out)
+_before = before(DropMemrefHintsPass, BEFORE)
+"""`lower-to-nem`'s steps as they were: no pass, the table before it."""
 
 
 def test_the_driver_no_longer_handles_them() -> None:

@@ -2,10 +2,11 @@
 
 An `async.execute` body is lowered in place: its tasks join the enclosing
 NEM block, in program order, which is one order MLIR allows (an execute
-only depends on tokens defined before it).  What the tokens, awaits and
-groups order is data, and `nem-synthesize-deps` orders every conflicting
-access from the happens-before model, so they lower to nothing: they are
-only checked.  `!async.value<memref>` results alias the view of the memref
+only depends on tokens defined before it).  What the tokens and awaits
+order is data, and `nem-synthesize-deps` orders every conflicting access
+from the happens-before model, so they lower to nothing: they are only
+checked (groups, which only order, are gone before the conversion:
+`nem-drop-async-groups`, D-LOW-ASYNC-GROUPS).  `!async.value<memref>` results alias the view of the memref
 the body yields; an `index` payload is its affine value.
 """
 
@@ -60,21 +61,10 @@ def lower_execute(lw: Lowering, op: asy.ExecuteOp, st: BlockState) -> None:
             ctx.env[r] = ctx.index(v, yielded)
 
 
-def lower_await(lw: Lowering, op: asy.AwaitOp | asy.AddToGroupOp, st: BlockState) -> None:
-    """Awaiting (or grouping) a value makes its result the payload's alias."""
-    async_operand(lw, op, op.operand, payload_to=op.result if isinstance(op, asy.AwaitOp) else None)
-    if isinstance(op, asy.AddToGroupOp):
-        async_operand(lw, op, op.group)
+def lower_await(lw: Lowering, op: asy.AwaitOp, st: BlockState) -> None:
+    """Awaiting a value makes its result the payload's alias."""
+    async_operand(lw, op, op.operand, payload_to=op.result)
     lw.ctx.async_values.update(op.results)
-
-
-def lower_create_group(lw: Lowering, op: asy.CreateGroupOp, st: BlockState) -> None:
-    lw.ctx.index(op.size, op)
-    lw.ctx.async_values.add(op.result)
-
-
-def lower_await_all(lw: Lowering, op: asy.AwaitAllOp, st: BlockState) -> None:
-    async_operand(lw, op, op.operand)
 
 
 def async_operand(
@@ -104,7 +94,4 @@ def async_operand(
 HANDLERS: dict[type[Operation], Handler] = {
     asy.ExecuteOp: lower_execute,
     asy.AwaitOp: lower_await,
-    asy.AddToGroupOp: lower_await,
-    asy.CreateGroupOp: lower_create_group,
-    asy.AwaitAllOp: lower_await_all,
 }

@@ -10,6 +10,8 @@
         nem-outline-kernels{entry=F}               (D-LOW-OUTLINE: nests that escape on every
                                                     target -> nem_lowering.kernel)
         nem-drop-memref-hints{entry=F}             (D-LOW-MEMREF-HINTS: deallocs, alignment hints)
+        nem-drop-async-groups{entry=F}             (D-LOW-ASYNC-GROUPS: create_group, add_to_group,
+                                                    await_all)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
@@ -61,6 +63,7 @@ from nem.dialect.verifier import verify_declarations, verify_program
 from nem.passes.dce import OnePassDeadCodeElimination
 from nem.passes.forward_fills import ForwardZeroFillsPass
 from nem.passes.jam_engine_loops import JamEngineLoopsPass
+from nem.passes.lowering.async_groups import DropAsyncGroupsPass
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.handlers import HANDLERS
@@ -149,6 +152,7 @@ def preparation(entry: str | None) -> tuple[ModulePass, ...]:
         RerollPipelinesPass(entry),
         OutlineKernelsPass(entry),
         DropMemrefHintsPass(entry),
+        DropAsyncGroupsPass(entry),
     )
 
 
@@ -166,8 +170,8 @@ class ConvertAffineToNemPass(LoweringOptions):
       pipeline-tiles: two iterations in flight for tile loops that allocate their L1 buffers
 
     Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`,
-    `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-outline-kernels` and
-    `nem-drop-memref-hints` (`preparation`), so that run alone
+    `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-outline-kernels`,
+    `nem-drop-memref-hints` and `nem-drop-async-groups` (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).
