@@ -12,8 +12,9 @@ before it (D-NEM-JAM-ENGINES), so parts that touch disjoint bytes run at the
 same time.
 
 Which loop: the one whose parts cost least under a model of what the timed
-runtime charges (a transfer costs the byte span of its region, D-HAZ-ACCESS
-byte extents; compute is cheap next to it):
+runtime charges (a transfer costs the bytes it moves, D-RT-COST: a box of
+elements, not the byte span of a strided one; compute is cheap next to it;
+whether two parts' writes conflict is decided on byte spans, D-HAZ-ACCESS):
 
 * a part's time is the largest span one part reads plus what it writes;
 * when the written spans of neighbouring parts overlap (a reduction loop, or
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import prod
 from typing import TYPE_CHECKING
 
 from mlir import ir
@@ -68,9 +70,12 @@ def _strides(t: ir.MemRefType) -> tuple[list[int], int] | None:
 
 def _spans(
     band: Band, ranges: dict[ir.Value, tuple[int, int]]
-) -> dict[ir.Value, tuple[int, int, bool, bool]] | None:
-    """Per memref: (first byte, last byte + 1, read, written) of the accesses
-    when each band/inner induction variable spans its interval in `ranges`."""
+) -> dict[ir.Value, tuple[int, int, bool, bool, int]] | None:
+    """Per memref: (first byte, last byte + 1, read, written, bytes moved) of
+    the accesses when each band/inner induction variable spans its interval
+    in `ranges`.  The bytes moved are the box's elements (what a DMA of it
+    is charged, D-RT-COST), which for a strip of a larger array (a padded
+    tensor's border column, an interior) are far fewer than its span."""
     from nem.compile.nest_ir import access_box
 
     boxes: dict[ir.Value, list[tuple[int, int]]] = {}
@@ -93,23 +98,27 @@ def _spans(
         width = max(t.element_type.width // 8, 1)
         first = (offset + sum(lo * s for (lo, _), s in zip(box, strides))) * width
         last = (offset + sum(hi * s for (_, hi), s in zip(box, strides)) + 1) * width
-        out[mem] = (first, last, *use[mem])
+        moved = width * prod(hi - lo + 1 for lo, hi in box)
+        out[mem] = (first, last, *use[mem], moved)
     return out
 
 
 def _finish(
-    spans: dict[ir.Value, tuple[int, int, bool, bool]],
+    spans: dict[ir.Value, tuple[int, int, bool, bool, int]],
     preloaded: set[ir.Value],
     ready: int,
     serial_writes: int,
+    by_span: bool = False,
 ) -> int:
     """When a nest (or its parts, each with `spans`) is done, in bytes moved:
     loads of `preloaded` buffers (nothing in the program writes them) start
     at once, the others when the earlier nests are done (`ready`); then
-    `serial_writes` times the written span one after the other."""
-    pre = [b - a for m, (a, b, r, _) in spans.items() if r and m in preloaded] or [0]
-    late = [b - a for m, (a, b, r, _) in spans.items() if r and m not in preloaded] or [0]
-    write = sum(b - a for a, b, _, w in spans.values() if w)
+    `serial_writes` times the written bytes one after the other.  `by_span`:
+    the parts' writes overlap, which orders the parts whole (the jam keeps
+    their loops apart, D-NEM-JAM-ENGINES), charged as their written spans."""
+    pre = [n for m, (_, _, r, _, n) in spans.items() if r and m in preloaded] or [0]
+    late = [n for m, (_, _, r, _, n) in spans.items() if r and m not in preloaded] or [0]
+    write = sum(b - a if by_span else n for a, b, _, w, n in spans.values() if w)
     return max(max(pre), ready + max(late)) + serial_writes * write
 
 
@@ -166,14 +175,14 @@ def choose_split(
             continue
         overlap = any(
             w1 and (a1 < b2 and a2 < b1)
-            for m, (a1, b1, _, w1) in first.items()
-            for a2, b2, _, _ in [second[m]]
+            for m, (a1, b1, _, w1, _) in first.items()
+            for a2, b2, _, _, _ in [second[m]]
         )
         target = _sum_target(band, {**full, iv: (lo, lo + chunk - 1)}) if overlap else None
         # a part's own write, then (partials) the sum nest reading them all
         # at once and writing C, or (overlap) each part's read-modify-write
         serial = 3 if target is not None else 2 * parts if overlap else 1
-        estimate = _finish(first, preloaded, ready, serial)
+        estimate = _finish(first, preloaded, ready, serial, overlap and target is None)
         if estimate - ready < MIN_GAIN * (unsplit - ready) and (
             best is None or estimate < best.estimate
         ):
