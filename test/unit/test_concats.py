@@ -16,7 +16,13 @@ import pytest
 pytest.importorskip("mlir.ir")
 pytest.importorskip("onnx")
 
-from compile_runs import ddr_to_ddr, graph_model, only_output, timed_cycles  # noqa: E402
+from compile_runs import (  # noqa: E402
+    ddr_to_ddr,
+    dma_bytes,
+    graph_model,
+    only_output,
+    timed_cycles,
+)
 from onnx import helper, numpy_helper  # noqa: E402
 
 from nem.compile import compile_onnx  # noqa: E402
@@ -47,6 +53,35 @@ def _fire():
         helper.make_node("Mul", ["e1", "e1"], ["m"], name="square"),
         helper.make_node("Concat", ["cat", "m"], ["y"], name="cat2", axis=1),
     ]
+    return graph_model(nodes, [1, 4, 8, 8], inits)
+
+
+def _biased_fire(padded: bool = False):
+    """x (1x4x8x8) -> squeeze (Conv 1x1 with bias, 4), Relu -> expand1x1
+    (Conv 1x1 with bias, 8), Relu and expand3x3 (Conv 3x3 pad 1 with bias,
+    8), Relu -> Concat: SqueezeNet's fire module, whose Convs have biases
+    (D-COMPILE-FUSE-L1 fuses a Relu into a Conv with a bias); `padded`: then
+    a 3x3 MaxPool with padding 1 (Inception's blocks: the concatenation is
+    the interior of the pool's padded buffer)."""
+    rng = np.random.default_rng(5)
+
+    def w(name, *shape):
+        return numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
+
+    inits = [w("ws", 4, 4, 1, 1), w("bs", 4), w("w1", 8, 4, 1, 1), w("b1", 8)]
+    inits += [w("w3", 8, 4, 3, 3), w("b3", 8)]
+    nodes = [
+        helper.make_node("Conv", ["x", "ws", "bs"], ["sc"], name="squeeze"),
+        helper.make_node("Relu", ["sc"], ["s"], name="squeeze_relu"),
+        helper.make_node("Conv", ["s", "w1", "b1"], ["e1c"], name="expand1x1"),
+        helper.make_node("Relu", ["e1c"], ["e1"], name="expand1x1_relu"),
+        helper.make_node("Conv", ["s", "w3", "b3"], ["e3c"], name="expand3x3", pads=[1] * 4),
+        helper.make_node("Relu", ["e3c"], ["e3"], name="expand3x3_relu"),
+        helper.make_node("Concat", ["e1", "e3"], ["cat" if padded else "y"], name="cat", axis=1),
+    ]
+    if padded:
+        pool = {"kernel_shape": [3, 3], "pads": [1] * 4}
+        nodes.append(helper.make_node("MaxPool", ["cat"], ["y"], name="pool", **pool))
     return graph_model(nodes, [1, 4, 8, 8], inits)
 
 
@@ -104,3 +139,39 @@ def test_no_concat_in_place_reaches_the_options(tmp_path, monkeypatch):
         with pytest.raises(Stop):
             nem_compile.run([str(path), *flags, "-o", str(tmp_path / "m.nem")])
     assert seen == [True, False]
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_each_relu_is_fused_into_its_conv_writing_the_concatenation(padded):
+    """Written in place, each expand Relu writes its slice of the
+    concatenation's buffer (padded: of the interior of the pool's padded
+    buffer, a view of a view); the one written second is fused too
+    (D-COMPILE-FUSE-L1: the other slice, written before it, is apart from
+    its own; on e5ecec37 it was not, and ran after its Conv's output went
+    through DDR and back, SqueezeNet's expand3x3 layers; a padded
+    concatenation's inputs were copied).  Fusing saves four passes of each
+    Conv's output: the bias broadcast's write and read-back, the Conv's
+    write and the Relu's read; no copy is left."""
+    model = _biased_fire(padded)
+    fused = compile_onnx(model, **OPTS)
+    plain = compile_onnx(model, **OPTS, fuse=False)
+    outputs = 8 * 8 * 4 + 2 * 8 * 8 * 8  # elements of the three Convs' outputs
+    assert dma_bytes(plain.nem) - dma_bytes(fused.nem) == 4 * 4 * outputs
+    assert _copies(fused) == []
+
+
+@pytest.mark.slow  # 2 compiles, 4 runs and 2 timed runs
+@pytest.mark.parametrize("padded", [False, True])
+def test_fused_into_the_concatenation_bit_identical_and_faster(padded):
+    """The fire module with its Relus fused into the concatenation: the same
+    bits as the concatenation copied (under random schedules), onnxruntime's
+    values, fewer cycles."""
+    model = _biased_fire(padded)
+    fused = compile_onnx(model, **OPTS)
+    copied = compile_onnx(model, **OPTS, concat_in_place=False)
+    a = only_output(fused, model, 3)
+    assert np.array_equal(a.view(np.uint32), only_output(copied, model, 0).view(np.uint32))
+    want = onnxruntime_run(model, samples.random_inputs(model, seed=2))
+    ((name, _, _),) = fused.interface.outputs
+    assert max_violation(a, want[fused.interface.onnx_names[name]]) <= 1.0
+    assert timed_cycles(fused.nem) < timed_cycles(copied.nem)

@@ -57,6 +57,7 @@ from nem.compile.linalg_ir import (
 )
 from nem.compile.nest_ir import owner_op
 from nem.compile.plan import Plan
+from nem.compile.slices import whole_buffer, written_apart
 
 FUSE = "nem_fuse"
 """A fused op's (and its tiles') description: the convolution's strides
@@ -174,7 +175,7 @@ def _epilogue(
                 return None
             if owner is None and v.owner != block:
                 return None
-    if not _buffer(out, conv.block) and not _interior(out, op, conv):
+    if not whole_buffer(out, conv.block) and not written_apart(out, op, conv):
         return None
     if any(u != op and not op.is_before_in_block(u) for u in users_of(out)):
         return None  # something uses the output before the epilogue
@@ -221,40 +222,9 @@ def _widen(m: str, n: int) -> str:
     return f"affine_map<({dims}) " + m[len(head) :]
 
 
-def _buffer(v: ir.Value, block: ir.Block) -> bool:
-    """`v` is a whole buffer: allocated in `block`, or an argument of its function."""
-    owner = owner_op(v)
-    if owner is None:
-        argument: bool = v.owner == block
-        return argument
-    allocated: bool = owner.name == "memref.alloc" and owner.block == block
-    return allocated
-
-
-def _interior(v: ir.Value, op: ir.Operation, conv: ir.Operation) -> bool:
-    """`v` is a static subview, defined before `conv` (where the fused op
-    goes), of a whole buffer of `op`'s block that nothing else touches
-    before `op`: the interior of a padded tensor that `op` writes in place
-    (D-COMPILE-PAD-IN-PLACE), its border filled after it."""
-    owner = owner_op(v)
-    if owner is None or owner.name != "memref.subview" or len(owner.operands) != 1:
-        return False
-    if owner.block != conv.block or not owner.is_before_in_block(conv):
-        return False
-    root = owner.operands[0]
-
-    def later(u: ir.Operation) -> bool:  # (a view of the buffer counts by its own users)
-        if u.name == "memref.subview":
-            return all(op.is_before_in_block(w) for w in users_of(u.results[0]))
-        after: bool = op.is_before_in_block(u)
-        return after
-
-    return _buffer(root, op.block) and all(u == owner or later(u) for u in users_of(root))
-
-
 def _group(conv: ir.Operation) -> Group | None:
     x, w, o = list(conv.operands)
-    if not _buffer(o, conv.block) or not all(_f32(v) for v in (x, w, o)):
+    if not whole_buffer(o, conv.block) or not all(_f32(v) for v in (x, w, o)):
         return None
     users = users_of(o)
     before = [u for u in users if u.block == conv.block and u.is_before_in_block(conv)]
