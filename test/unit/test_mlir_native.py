@@ -639,6 +639,45 @@ def test_auto_falls_back_with_one_notice(monkeypatch):
     assert "(about 34 scalar operations per run, ~<0.1 s at ~20 us each)" in notices[0]
 
 
+BF16_MATMUL = """func.func @kernel(%A: memref<5x10xbf16>, %B: memref<10x1xbf16>, %C: memref<5x1xbf16>) {
+  affine.for %i = 0 to 5 {
+    affine.for %k = 0 to 10 {
+      affine.for %j = 0 to 1 {
+        %a = affine.load %A[%i, %k] : memref<5x10xbf16>
+        %b = affine.load %B[%k, %j] : memref<10x1xbf16>
+        %c = affine.load %C[%i, %j] : memref<5x1xbf16>
+        %p = arith.mulf %a, %b : bf16
+        %s = arith.addf %c, %p : bf16
+        affine.store %s, %C[%i, %j] : memref<5x1xbf16>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_bf16_kernel_runs_natively_first_in_its_process():
+    """LLVM legalizes this kernel's bf16 values through compiler-rt's
+    `__truncsfbf2`, which only MLIR's float16 utilities define: run first in
+    a fresh process (no other engine having loaded them), the kernel
+    crashed the process; it now gives the interpreter's bits."""
+    script = f"""
+import sys
+sys.path.insert(0, {os.path.dirname(__file__)!r})
+import numpy as np, ml_dtypes
+from test_mlir_native import BF16_MATMUL, run
+rng = np.random.default_rng(7)
+ins = [(rng.standard_normal(s).astype(ml_dtypes.bfloat16), "bf16") for s in ((5, 10), (10, 1))]
+outs = [(rng.standard_normal((5, 1)).astype(ml_dtypes.bfloat16), "bf16")]
+(native,) = run(BF16_MATMUL, ins, outs, (), "native")
+(interpreted,) = run(BF16_MATMUL, ins, outs, (), "interpreter")
+assert np.array_equal(native.view(np.uint16), interpreted.view(np.uint16))
+print("same")
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert (r.returncode, r.stdout.strip()) == (0, "same"), r.stderr[-2000:]
+
+
 def test_without_the_bindings_everything_is_interpreted(monkeypatch):
     """Without the `mlir` extra: interpreted, one notice naming the extra."""
     notices = []
