@@ -142,3 +142,20 @@ def test_one_module_pauses_the_garbage_collector():
         and node.func.attr in ("disable", "enable")
     ]
     assert not found, found
+
+
+def test_one_module_finds_the_bindings_libraries():
+    """The compiler's reference run and the runtime's native kernels load
+    runtime libraries the MLIR bindings ship; `nem.dialect.mlir_libs` is the
+    one place that knows where (`mlir.__path__`), so the two engines cannot
+    look in different places (issue 36, one home; D-RT-MLIR-JIT)."""
+    found = sorted(
+        str(path.relative_to(ROOT))
+        for path in (p for top in PACKAGES for p in (ROOT / top).rglob("*.py"))
+        if "__path__" in (text := path.read_text(encoding="utf-8"))
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "__path__"
+        and _name(node.value) == "mlir"
+    )
+    assert found == ["nem_dialect/nem/dialect/mlir_libs.py"], found

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 from mlir import ir
@@ -26,22 +25,13 @@ from mlir.passmanager import PassManager
 from mlir.runtime import get_ranked_memref_descriptor
 
 from nem.compile.pipeline import BUFFERIZE
+from nem.dialect.mlir_libs import C_RUNNER_UTILS, shipped_libs
 
 TO_LLVM = (
     "convert-linalg-to-loops,lower-affine,convert-scf-to-cf,expand-strided-metadata,"
     "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-to-llvm,"
     "reconcile-unrealized-casts"
 )
-
-
-def runtime_libs() -> list[str]:
-    """MLIR's C runner utilities (`memrefCopy`, ...), shipped with the bindings
-    (the runtime's native kernels load its float16 utilities the same way,
-    `nem.runtime.mlir_native.shipped_libs`, a layer this one does not import)."""
-    import mlir
-
-    lib = Path(next(iter(mlir.__path__))) / "lib" / "libmlir_c_runner_utils.so"
-    return [str(lib)] if lib.is_file() else []
 
 
 def _has_tensor_args(fn: ir.Operation) -> bool:
@@ -70,7 +60,7 @@ def execute(
         PassManager.parse("builtin.module(" + ",".join([*passes, TO_LLVM]) + ")").run(
             module.operation
         )
-        engine = ExecutionEngine(module, opt_level=2, shared_libs=runtime_libs())
+        engine = ExecutionEngine(module, opt_level=2, shared_libs=shipped_libs(C_RUNNER_UTILS))
         outs = [np.zeros(tuple(shape), dtype=dtype) for shape, dtype in out_specs]
         arrays = [np.ascontiguousarray(a) for a in args] + outs
         ptrs = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]

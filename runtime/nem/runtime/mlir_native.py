@@ -19,7 +19,7 @@ int64.  The lowering:
 
 LLVM may still call compiler-rt's `__truncsfbf2` where it legalizes a bf16
 value (a phi or select of bf16 is promoted to f32 and truncated back): the
-engine loads the bindings' `libmlir_float16_utils.so`, which defines it.
+engine loads the bindings' `libmlir_float16_utils.so` (`nem.dialect.mlir_libs`), which defines it.
 Without it the symbol resolved only when another engine had loaded MLIR's
 runner utilities earlier in the process, and a bf16 kernel run first
 crashed the process (session 24).
@@ -33,11 +33,11 @@ from __future__ import annotations
 import ctypes
 import importlib
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nem.dialect.mlir_libs import FLOAT16_UTILS, shipped_libs
 from nem.runtime.mlir_kernel_scalar import libm
 from nem.runtime.mlir_native_prep import LIBM_PREFIX, PAYLOAD, TRAP, JitUnsupported, prepare
 
@@ -81,15 +81,6 @@ def unavailable() -> str | None:
     return None
 
 
-def shipped_libs(*names: str) -> list[str]:
-    """The paths of the runtime libraries the MLIR bindings ship in
-    `mlir/lib` (`libmlir_c_runner_utils.so`, ...), those present."""
-    import mlir
-
-    lib = Path(next(iter(mlir.__path__))) / "lib"
-    return [str(lib / name) for name in names if (lib / name).is_file()]
-
-
 def _first_lines(e: Exception, n: int = 2) -> str:
     lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
     return " ".join(lines[:n]) if lines else type(e).__name__
@@ -115,7 +106,7 @@ class NativeKernel:
                 self._engine = ExecutionEngine(
                     self._module,
                     opt_level=OPT_LEVEL,
-                    shared_libs=shipped_libs("libmlir_float16_utils.so"),
+                    shared_libs=shipped_libs(FLOAT16_UTILS),
                 )
         except Exception as e:  # noqa: BLE001 - upstream parse/lowering failures
             raise JitUnsupported(f"upstream MLIR cannot compile it: {_first_lines(e)}") from None
