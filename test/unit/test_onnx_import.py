@@ -437,12 +437,15 @@ def test_every_unsupported_node_is_listed_once():
     b = g.op("Relu", [a], name="ok1")
     c = g.op("MaxPool", [b], name="pool", kernel_shape=[2], storage_order=1)  # attribute
     d = g.op("Relu", [c], name="ok2")
-    e = g.op("Celu", [d], name="celu")  # node 4: no converter
+    e = g.op("LpNormalization", [d], name="lpn")  # node 4: no converter
     text = _error(g.model("many", {"x": (1, 2, 6)}, {"y": e}))
     lines = text.splitlines()
     assert lines[0] == "m.onnx: node 0 'hm' (Hardmax): error: not supported: op type Hardmax"
     assert "m.onnx: node 2 'pool' (MaxPool): error: not supported: storage_order=1" in lines
-    assert "m.onnx: node 4 'celu' (Celu): error: not supported: op type Celu" in lines
+    assert (
+        "m.onnx: node 4 'lpn' (LpNormalization): error: not supported: op type LpNormalization"
+        in lines
+    )
     assert lines[-2] == "m.onnx: error: 3 nodes cannot be imported, 3 errors above"
     # op types first: the Relus (which a rewrite could fuse) are not checked
     # in this run (D-COMPILE-EARLY-UNSUPPORTED)

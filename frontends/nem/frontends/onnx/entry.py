@@ -77,7 +77,8 @@ def import_onnx(
         prepared = prepare(proto, simplify, check_op_types)
     except ShapeInferenceError as e:
         failed = f"ONNX shape inference failed: {e}"
-        # an op type onnx cannot infer (GroupNormalization-21 before a Relu)
+        # an op type onnx cannot infer (a function op whose body onnx cannot build,
+        # GroupNormalization-21 before a Relu)
         # is most often one the importer does not take either: name it
         unsupported = _unsupported_op_types(proto, where)
         if unsupported:

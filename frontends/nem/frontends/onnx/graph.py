@@ -164,7 +164,7 @@ def nem_name(name: str, taken: set[str]) -> str:
     base = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_") or "t"
     if base[0].isdigit():
         base = "t" + base
-    base = re.sub(r"_(\d+)$", r"\1", base)
+    base = re.sub(r"_+(\d+)$", r"\1", base)
     if base in _KEYWORDS:
         base += "_t"
     out, k = base, 1

@@ -240,7 +240,7 @@ def early_unsupported(
         return []
     every = set(range(len(g.node)))
     live = _live(g) if simplified else every
-    runtime = _runtime(g) if simplified else every
+    runtime = runtime_positions(g) if simplified else every
     errors = []
     for k, n in enumerate(g.node):
         index, op_type = node_index.get(n.name, (None, n.op_type))
@@ -258,7 +258,7 @@ def kept_by_simplifier(model: onnx.ModelProto) -> set[str]:
     simplifier keeps as they are: live, reading run-time data, of an op type
     it does not rewrite (module docstring)."""
     g = model.graph
-    both = _live(g) & _runtime(g)
+    both = _live(g) & runtime_positions(g)
     return {
         n.name for k, n in enumerate(g.node) if k in both and n.op_type not in SIMPLIFIER_OP_TYPES
     }
@@ -281,7 +281,7 @@ def _live(g: onnx.GraphProto) -> set[int]:
     return live
 
 
-def _runtime(g: onnx.GraphProto) -> set[int]:
+def runtime_positions(g: onnx.GraphProto) -> set[int]:
     """The positions of the nodes with an input computed from a graph input
     at run time (not through `SHAPE_ONLY` ops); ONNX lists nodes in
     topological order."""

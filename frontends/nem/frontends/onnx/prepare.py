@@ -9,23 +9,27 @@ and weights, shapes and whole subgraphs are often computed by nodes
 sees a model, `prepare` runs, on a copy (the user's model is never
 modified):
 
-1. ONNX's strict shape inference (which also fills the types of outputs
+1. every unnamed node gets the name the importer's diagnostics gave it,
+   `<OpType>_<index>`, and the original index of every node is kept, so
+   that an error names the node as the user's file has it;
+2. every node of an op type the importer has no converter for that onnx
+   defines as a function (GroupNormalization, Mish, RMSNormalization, ...)
+   is replaced by onnx's body for it, its nodes named after the node (`functions`, D-COMPILE-ONNX-FUNCTIONS;
+   onnx's inference does not see through some of them);
+3. ONNX's strict shape inference (which also fills the types of outputs
    the model leaves open: a failure is one located error), then
    `onnx.checker.check_model`, whose verdict is a note: the checker
    rejects models onnxruntime runs (an output whose shape depends on an
    operand computed at run time has no shape to declare), and the
    importer's own diagnostics say more precisely what it cannot convert;
-2. every unnamed node gets the name the importer's diagnostics gave it,
-   `<OpType>_<index>`, and the original index of every node is kept, so
-   that an error names the node as the user's file has it;
-3. opsets older than `TARGET_OPSET` are upgraded with onnx's version
+4. opsets older than `TARGET_OPSET` are upgraded with onnx's version
    converter (what IREE's importer does), so converters read one form of
    each op (a model it cannot convert stays as it is: the converters still
    read the older attribute forms they know);
-4. initializers are constants: those the model also lists as graph inputs
+5. initializers are constants: those the model also lists as graph inputs
    (IR version 3 required it) are dropped from the inputs, as
    D-COMPILE-IFACE always read them;
-5. onnxscript's optimizer (`onnxscript.optimizer.optimize_ir`): constant
+6. onnxscript's optimizer (`onnxscript.optimizer.optimize_ir`): constant
    folding of everything computable at compile time, `ConstantOfShape`
    included (onnxscript keeps it by default to keep files small; here its
    values become weights anyway), shape subgraphs of static shapes,
@@ -49,6 +53,9 @@ from typing import Any
 
 import onnx
 from onnx import version_converter
+
+from nem.frontends.onnx.functions import expand_functions
+from nem.frontends.onnx.op_types import SUPPORTED
 
 TARGET_OPSET = 17
 """Default-domain opset older models are upgraded to (IREE's choice); newer
@@ -93,11 +100,33 @@ LARGE = 4096
 
 def infer_shapes_strict(model: onnx.ModelProto) -> onnx.ModelProto:
     """ONNX's strict shape inference of `model` (a new model holding the
-    inferred value_info and outputs; raises `ShapeInferenceError`), run without
-    the large initializers: inference serializes the model it is given, and
-    a copy of VGG-19's 575 MB of weights took it 5 s.  They are given to it
-    as typed graph inputs instead; small ones (shapes, axes) keep their
-    values for data propagation."""
+    inferred value_info and outputs; raises `ShapeInferenceError`), run on
+    `_probe(model)`."""
+    try:
+        return onnx.shape_inference.infer_shapes(_probe(model), strict_mode=True)
+    except Exception as e:  # InferenceError, and onnx's checker and schema errors alike
+        raise ShapeInferenceError(str(e).strip() or type(e).__name__) from e
+
+
+def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """The types ONNX's shape inference (not strict: as far as it gets)
+    gives the values of `model`, initializers and graph inputs included."""
+    probe = _probe(model)
+    try:
+        g = onnx.shape_inference.infer_shapes(probe).graph
+    except Exception:  # a model onnx cannot read is reported by the strict inference after
+        g = probe.graph
+    return {v.name: v.type for v in (*g.input, *g.value_info, *g.output)} | {
+        t.name: onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)) for t in g.initializer
+    }
+
+
+def _probe(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` for shape inference, without its large initializers:
+    inference serializes the model it is given, and a copy of VGG-19's
+    575 MB of weights took it 5 s.  They are given to it as typed graph
+    inputs instead; small ones (shapes, axes) keep their values for data
+    propagation."""
     g = model.graph
     light = onnx.GraphProto(name=g.name)
     light.node.extend(g.node)
@@ -119,10 +148,7 @@ def infer_shapes_strict(model: onnx.ModelProto) -> onnx.ModelProto:
         light, opset_imports=model.opset_import, ir_version=max(model.ir_version, 4)
     )
     probe.functions.extend(model.functions)
-    try:
-        return onnx.shape_inference.infer_shapes(probe, strict_mode=True)
-    except Exception as e:  # InferenceError, and onnx's checker and schema errors alike
-        raise ShapeInferenceError(str(e).strip() or type(e).__name__) from e
+    return probe
 
 
 class ShapeInferenceError(Exception):
@@ -334,7 +360,7 @@ def optimizer() -> Any:
 
 def simplify(model: onnx.ModelProto, arrays: dict[str, Any] | None = None) -> onnx.ModelProto:
     """onnxscript's optimizer with every constant folded (module docstring,
-    step 5): `optimizer()`, or on an onnxscript other than 0.7 its own
+    step 6): `optimizer()`, or on an onnxscript other than 0.7 its own
     `optimize_ir`.  Given `arrays`, the large initializers the optimizer
     computed go there (`kept_apart`) instead of into the model."""
     import onnx_ir as ir
@@ -490,22 +516,27 @@ def prepare(
 ) -> Prepared:
     """The model the importer converts (module docstring).  Raises
     `ShapeInferenceError` when strict shape inference fails; the importer
-    locates it.  `early(model, node_index)` sees the model after step 4,
+    locates it.  `early(model, node_index)` sees the model after step 5,
     before the simplifier is loaded; True: the model fails whatever the
     simplifier does, which is then skipped (D-COMPILE-EARLY-UNSUPPORTED)."""
-    inferred = infer_shapes_strict(model)
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    with_shapes(m, inferred)
+    node_index = name_nodes(m.graph)
+    expanded = expand_functions(m, SUPPORTED, node_index, value_types)
+    with_shapes(m, infer_shapes_strict(m))
     user = m.graph
     checker = None
     try:
         onnx.checker.check_model(m)
     except onnx.checker.ValidationError as e:
         checker = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    node_index = name_nodes(m.graph)
     flow = _working(m.graph)
     notes: list[str] = []
+    if expanded:
+        notes.append(
+            "replaced by their onnx function bodies (D-COMPILE-ONNX-FUNCTIONS): "
+            + ", ".join(f"{n} {op}" for op, n in sorted(expanded.items()))
+        )
     interface = _interface(m)
     opset = default_opset(m)
     if opset < TARGET_OPSET:
