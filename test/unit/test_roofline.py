@@ -199,6 +199,15 @@ def test_cli_text_report(capsys):
     assert float(program[4]) == pytest.approx(int(program[2]) / 14112, abs=0.005)
 
 
+def test_a_report_without_onnx_nodes_says_where_they_are(capsys):
+    """A model compiled to `.nem` (nem-compile's default) names no ONNX
+    node: an outside review (session 25) got one `segment` row for a whole
+    block and no word of `.nemb`; the text now says it under the table."""
+    assert run([str(CONV), "--mode", "timed", "--roofline"]) == 0
+    out = capsys.readouterr().out
+    assert "no task names an ONNX node (a model compiled\nwith nem-compile -o M.nemb" in out
+
+
 def test_timed_is_short_for_mode_timed(capsys):
     """`nem-run --timed` (an outside user tried it first, session 22) is
     `--mode timed`: the same report."""

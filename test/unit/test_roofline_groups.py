@@ -99,6 +99,11 @@ def test_a_group_is_charged_its_busy_cycles_not_its_window(mlp2_report):
     assert rep.total.cycles == total and rep.total.span == (0, total)
 
 
+def test_a_report_per_node_has_no_note_about_nodes(mlp2_report):
+    """The line pointing to `.nemb` is only for reports without node groups."""
+    assert "no task names an ONNX node" not in mlp2_report[0].to_text()
+
+
 def test_each_group_gives_the_lines_of_its_statements(mlp2_report):
     rep, text = mlp2_report
     seen: list[tuple[int, int]] = []

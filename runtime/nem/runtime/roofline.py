@@ -440,6 +440,14 @@ class Report:
                 line += f"{bound:>10}{ratio:>8}  "
             out.append(f"{line}{r.binds:<9}{util}")
         out += [f"{f} fused into {r.name}" for r in self.groups for f in r.fused]
+        if self.groups and all(r.kind != "node" for r in self.groups):
+            # A model compiled to `.nem` (nem-compile's default) has no ONNX
+            # nodes: its report is loops and segments, one row when it has
+            # no loop (an outside review, session 25); say where nodes are.
+            out += [
+                "groups: loops and segments; no task names an ONNX node (a model compiled",
+                "with nem-compile -o M.nemb has a group per node, D-BC-NODES)",
+            ]
         out += [
             "cycles: the program's total (its critical path), a group's busy cycles (while any",
             "of its tasks runs); bound: max over unit kinds of work / (units x throughput), the",
