@@ -201,3 +201,27 @@ def test_a_resize_that_is_not_nearest_gets_no_nearest_rewrite(mode):
     assert "up.onnx: node 0 'up' (Resize): error: not supported: op type Resize" in text
     assert "Reshape + Expand + Reshape" not in text
     assert "fix: express it with the supported op types" in text
+
+
+def test_a_node_named_as_an_earlier_one_is_reported_as_itself(tmp_path):
+    """Three nodes named `n` (onnx's checker accepts it): the Hardmax, node
+    1, was reported as "node 0 'n' (Relu)", the first node of that name;
+    it is now node 1 of its own type under a name of its own
+    (`<name>_<index>`, D-COMPILE-SIMPLIFY)."""
+    from nem.compile import CompileError, compile_onnx
+
+    model = _model(
+        [
+            helper.make_node("Relu", ["x"], ["a"], name="n"),
+            helper.make_node("Hardmax", ["a"], ["b"], name="n"),
+            helper.make_node("Neg", ["b"], ["y"], name="n"),
+        ]
+    )
+    onnx.checker.check_model(model, full_check=True)
+    path = tmp_path / "dup.onnx"
+    onnx.save(model, path)
+    with pytest.raises(CompileError) as e:
+        compile_onnx(str(path))
+    assert str(e.value).splitlines()[0] == (
+        f"{path}: node 1 'n_1' (Hardmax): error: not supported: op type Hardmax"
+    )

@@ -96,6 +96,19 @@ def test_bound_follows_the_timed_models_profile():
     assert fast.total.units["DMA"].bound == base.total.units["DMA"].bound / 2
 
 
+def test_the_header_says_when_a_profile_sets_the_throughputs(tmp_path, capsys):
+    """The header named D-RT-COST for bounds a `--profile` had halved (an
+    outside review, session 25); it now says the profile overrides them."""
+    header = "roofline (D-RT-ROOFLINE; throughputs D-RT-COST"
+    assert run([str(CONV), "--timed", "--roofline"]) == 0
+    assert f"{header}): conv2d_relu" in capsys.readouterr().out
+    prof = tmp_path / "fast.json"
+    prof.write_text(json.dumps({"DMA": {"bandwidth": 64, "latency": 4}}))
+    assert run([str(CONV), "--timed", "--roofline", "--profile", str(prof)]) == 0
+    out = capsys.readouterr().out
+    assert f"{header}, as the timing profile overrides them): conv2d_relu" in out
+
+
 def _with_node_locations(tmp_path) -> Path:
     """The example as NEM IR whose conv and relu are located at ONNX nodes
     (D-COMPILE-LOC's form, as a lowering of a located module gives them)."""
@@ -197,6 +210,15 @@ def test_cli_text_report(capsys):
     program = table[2].split()
     assert program[:6] == ["program", "17", program[2], "14112", program[4], "NMU"]
     assert float(program[4]) == pytest.approx(int(program[2]) / 14112, abs=0.005)
+
+
+def test_a_report_without_onnx_nodes_says_where_they_are(capsys):
+    """A model compiled to `.nem` (nem-compile's default) names no ONNX
+    node: an outside review (session 25) got one `segment` row for a whole
+    block and no word of `.nemb`; the text now says it under the table."""
+    assert run([str(CONV), "--mode", "timed", "--roofline"]) == 0
+    out = capsys.readouterr().out
+    assert "no task names an ONNX node (a model compiled\nwith nem-compile -o M.nemb" in out
 
 
 def test_timed_is_short_for_mode_timed(capsys):

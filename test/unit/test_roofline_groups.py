@@ -99,6 +99,11 @@ def test_a_group_is_charged_its_busy_cycles_not_its_window(mlp2_report):
     assert rep.total.cycles == total and rep.total.span == (0, total)
 
 
+def test_a_report_per_node_has_no_note_about_nodes(mlp2_report):
+    """The line pointing to `.nemb` is only for reports without node groups."""
+    assert "no task names an ONNX node" not in mlp2_report[0].to_text()
+
+
 def test_each_group_gives_the_lines_of_its_statements(mlp2_report):
     rep, text = mlp2_report
     seen: list[tuple[int, int]] = []
@@ -258,3 +263,26 @@ def test_each_onnx_node_is_a_group_or_fused_into_one(model, fused):
     for group, nodes in fused.items():
         assert all(f"{n} fused into {group}" in text for n in nodes)
     assert {g["name"]: sorted(g["fused"]) for g in rep.to_json()["groups"] if g["fused"]} == got
+
+
+def test_nodes_of_one_name_are_groups_of_their_own():
+    """onnx's checker accepts two nodes of one name, and an outside review
+    (session 25) gave both Convs of a block the name `c`: the simplifier
+    renamed them apart (`node_Conv_0`, `node_Conv_1`), names the user never
+    wrote, and the report read "node 'c' (Conv) fused into node
+    'node_Conv_0' (Conv)".  A later node of a name already used is
+    `<name>_<index>` (D-COMPILE-SIMPLIFY), as an unnamed one is
+    `<OpType>_<index>`."""
+    proto = conv_bn_relu()
+    for n in proto.graph.node:
+        if n.op_type == "Conv":
+            n.name = "c"
+    rep, _ = _report(proto, "dup")
+    assert [g.name for g in rep.groups] == [
+        "node 'c' (Conv)",
+        "node 'c_4' (Conv)",
+        "node 'relu2' (Relu)",
+    ]
+    assert {g.name: sorted(g.fused) for g in rep.groups if g.fused} == {
+        "node 'c' (Conv)": ["node 'bn' (BatchNormalization)", "node 'relu1' (Relu)"]
+    }

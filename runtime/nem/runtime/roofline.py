@@ -393,6 +393,7 @@ class Report:
     total: Row
     groups: list[Row]
     usable_units: dict[str, int] = field(default_factory=dict)  # `usable_counts`
+    profiled: bool = False  # a timing profile overrides D-RT-COST's numbers
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -420,7 +421,9 @@ class Report:
         kinds = self.kinds()
         own = self.fewer_units()
         out = [
-            f"roofline (D-RT-ROOFLINE; throughputs D-RT-COST): {self.program} on "
+            "roofline (D-RT-ROOFLINE; throughputs D-RT-COST"
+            + (", as the timing profile overrides them" if self.profiled else "")
+            + f"): {self.program} on "
             f"{self.device}, units {_counts(self.units)}",
             f"{'group':<34}{'tasks':>7}{'cycles':>10}{'bound':>10}{'ratio':>8}  {'roof':<6}"
             + (f"{'u-bound':>10}{'u-ratio':>8}  " if own else "")
@@ -440,6 +443,14 @@ class Report:
                 line += f"{bound:>10}{ratio:>8}  "
             out.append(f"{line}{r.binds:<9}{util}")
         out += [f"{f} fused into {r.name}" for r in self.groups for f in r.fused]
+        if self.groups and all(r.kind != "node" for r in self.groups):
+            # A model compiled to `.nem` (nem-compile's default) has no ONNX
+            # nodes: its report is loops and segments, one row when it has
+            # no loop (an outside review, session 25); say where nodes are.
+            out += [
+                "groups: loops and segments; no task names an ONNX node (a model compiled",
+                "with nem-compile -o M.nemb has a group per node, D-BC-NODES)",
+            ]
         out += [
             "cycles: the program's total (its critical path), a group's busy cycles (while any",
             "of its tasks runs); bound: max over unit kinds of work / (units x throughput), the",
@@ -482,9 +493,13 @@ def report(
     program: str,
     device: str,
     usable: dict[str, int] | None = None,
+    profiled: bool = False,
 ) -> Report:
     """The report of `tally`; `usable`: the units the program's tasks can run
-    on (`usable_counts`), the device's when None."""
+    on (`usable_counts`), the device's when None; `profiled`: a timing
+    profile (`nem-run --profile`) changed the throughputs, which the header
+    then says (an outside review, session 25, saw D-RT-COST named for
+    bounds its profile had halved)."""
     units = tally.units
     usable = {u: usable.get(u, 0) for u in units} if usable is not None else dict(units)
     return Report(
@@ -494,6 +509,7 @@ def report(
         row(tally.total, units, total_cycles, usable),
         [row(g, units, usable=usable) for g in tally.groups if g.tasks],
         usable,
+        profiled,
     )
 
 

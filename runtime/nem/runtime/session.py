@@ -34,7 +34,7 @@ from nem.runtime.inspection import (
 )
 from nem.runtime.memory import DEFAULT_L1_SIZE, DEFAULT_L2_SIZE, Memory, MemoryError_, RegionInst
 from nem.runtime.scheduler import Scheduler, Topology
-from nem.runtime.task_cost import Profile
+from nem.runtime.task_cost import DEFAULT_PROFILE, Profile
 
 if TYPE_CHECKING:
     from nem.runtime.escape_hatch import EscapeHatch
@@ -551,6 +551,7 @@ class Session:
             self.program.name,
             dev.name if dev is not None else "device-agnostic",
             roofline.usable_counts(p[3] for p in self.sched.placements.values()),
+            self.sched.profile != DEFAULT_PROFILE,
         )
 
     def export_trace(self, path: str) -> None:

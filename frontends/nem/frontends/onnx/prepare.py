@@ -168,20 +168,27 @@ def default_opset(model: onnx.ModelProto) -> int:
 
 
 def name_nodes(graph: onnx.GraphProto) -> dict[str, tuple[int, str]]:
-    """Give every unnamed node of `graph` the name `<OpType>_<index>` (made
-    unique) and return name -> (index, op type)."""
+    """Give every unnamed node of `graph` the name `<OpType>_<index>` and
+    every node named as an earlier one `<name>_<index>` (each made unique),
+    and return name -> (index, op type).  Names must be unique because
+    everything after this keys on them: diagnostics (a Hardmax named as the
+    Relu before it was reported as that Relu, node 0), the simplifier's
+    renaming back (`restore_names`) and the roofline's groups (three Convs
+    named `conv` showed as one group per simplifier name, `node_Conv_0`,
+    and "'conv' (Conv) fused into" it); onnx's checker accepts duplicate
+    node names, so models have them (D-COMPILE-SIMPLIFY)."""
     taken = {n.name for n in graph.node if n.name}
     index: dict[str, tuple[int, str]] = {}
     for k, n in enumerate(graph.node):
-        if not n.name:
-            base = name = f"{n.op_type}_{k}"
+        if not n.name or n.name in index:
+            base = name = f"{n.name or n.op_type}_{k}"
             j = 1
             while name in taken:
                 j += 1
                 name = f"{base}_{j}"
             n.name = name
             taken.add(name)
-        index.setdefault(n.name, (k, n.op_type))
+        index[n.name] = (k, n.op_type)
     return index
 
 
