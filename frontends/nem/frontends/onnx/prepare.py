@@ -14,8 +14,9 @@ modified):
    that an error names the node as the user's file has it;
 2. every node of an op type the importer has no converter for that onnx
    defines as a function (GroupNormalization, Mish, RMSNormalization, ...)
-   is replaced by onnx's body for it, its nodes named after the node (`functions`, D-COMPILE-ONNX-FUNCTIONS;
-   onnx's inference does not see through some of them);
+   is replaced by onnx's body for it, its nodes named after the node
+   (`functions`, D-COMPILE-ONNX-FUNCTIONS; before shape inference, which
+   does not see through some of them);
 3. ONNX's strict shape inference (which also fills the types of outputs
    the model leaves open: a failure is one located error), then
    `onnx.checker.check_model`, whose verdict is a note: the checker
