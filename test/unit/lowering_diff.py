@@ -3,7 +3,8 @@
 the lowering's inputs, with the pipeline as declared and with it edited (a
 pass left out, the conversion with another table), must print the same
 `.nem` and the same remarks or errors (test_lowering_outline_kernels.py,
-test_lowering_memref_hints.py, test_lowering_async_groups.py)."""
+test_lowering_memref_hints.py, test_lowering_async_groups.py,
+test_lowering_async_awaits.py)."""
 
 from __future__ import annotations
 

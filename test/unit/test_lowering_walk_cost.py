@@ -119,7 +119,7 @@ def test_lower_to_nem_prepares_its_input_once():
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
 
     steps = LowerToNemPass(entry="f").pipeline()
-    assert [p.name for p in steps[:8]] == [
+    assert [p.name for p in steps[:9]] == [
         "nem-raise-scf-for",
         "nem-drop-dead-arith",
         "nem-check-input-ranges",
@@ -127,9 +127,10 @@ def test_lower_to_nem_prepares_its_input_once():
         "nem-outline-kernels",
         "nem-drop-memref-hints",
         "nem-drop-async-groups",
+        "nem-drop-token-awaits",
         "convert-affine-to-nem",
     ]
     # the module-wide scf raise has no entry; every other step gets the pipeline's
-    assert [getattr(p, "entry", None) for p in steps[:8]] == [None] + ["f"] * 7
+    assert [getattr(p, "entry", None) for p in steps[:9]] == [None] + ["f"] * 8
     assert not [p for p in steps if isinstance(p, ConvertAffineToNemPass) and p.prepare]
     assert ConvertAffineToNemPass().prepare

@@ -21,6 +21,7 @@ __all__ = ["PASSES"]
 def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.forward_fills import ForwardZeroFillsPass
     from nem.passes.jam_engine_loops import JamEngineLoopsPass
+    from nem.passes.lowering.async_awaits import DropTokenAwaitsPass
     from nem.passes.lowering.async_groups import DropAsyncGroupsPass
     from nem.passes.lowering.memref_hints import DropMemrefHintsPass
     from nem.passes.lowering.outline_kernels import OutlineKernelsPass
@@ -48,6 +49,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 OutlineKernelsPass,
                 DropMemrefHintsPass,
                 DropAsyncGroupsPass,
+                DropTokenAwaitsPass,
                 ConvertAffineToNemPass,
                 LowerToNemPass,
                 ForwardZeroFillsPass,

@@ -5,9 +5,11 @@ NEM block, in program order, which is one order MLIR allows (an execute
 only depends on tokens defined before it).  What the tokens and awaits
 order is data, and `nem-synthesize-deps` orders every conflicting access
 from the happens-before model, so they lower to nothing: they are only
-checked (groups, which only order, are gone before the conversion:
-`nem-drop-async-groups`, D-LOW-ASYNC-GROUPS).  `!async.value<memref>` results alias the view of the memref
-the body yields; an `index` payload is its affine value.
+checked (groups and awaits of tokens, which only order, are gone before
+the conversion: `nem-drop-async-groups`, D-LOW-ASYNC-GROUPS;
+`nem-drop-token-awaits`, D-LOW-ASYNC-AWAITS).  `!async.value<memref>`
+results alias the view of the memref the body yields; an `index` payload is
+its affine value.
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ def lower_execute(lw: Lowering, op: asy.ExecuteOp, st: BlockState) -> None:
 
 
 def lower_await(lw: Lowering, op: asy.AwaitOp, st: BlockState) -> None:
-    """Awaiting a value makes its result the payload's alias."""
+    """Awaiting a value makes its result the payload's alias (an await of a
+    token reaches here only without `nem-drop-token-awaits`: checked, then
+    nothing)."""
     async_operand(lw, op, op.operand, payload_to=op.result)
     lw.ctx.async_values.update(op.results)
 

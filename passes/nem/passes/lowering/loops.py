@@ -22,11 +22,7 @@ from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
-    AffineDmaWaitOp,
-    MemRefDmaStartOp,
-    MemRefDmaWaitOp,
 )
-from nem.frontends.upstream_dialects.memref_copy import COPY_OPS
 from nem.passes.lowering import compute
 from nem.passes.lowering.affine_algebra import Aff, Var, is_index_arith, pick_minmax
 from nem.passes.lowering.diagnostics import reject
@@ -38,6 +34,7 @@ from nem.passes.lowering.partial_tiles import (
     partial_tile_op,
 )
 from nem.passes.lowering.reroll import is_rerolled, last_iteration
+from nem.passes.lowering.structure import is_structural
 from nem.passes.lowering.tile_loops import is_tile_loop
 
 if TYPE_CHECKING:
@@ -52,28 +49,6 @@ def lower_for(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
         lower_loop(lw, op, st)
     else:
         compute.lower_nest(lw, op, st)
-
-
-def is_structural(loop: affine.ForOp) -> bool:
-    """A loop that moves data or allocates becomes a NEM loop; a pure
-    load/compute/store nest becomes one compute task."""
-    for op in loop.walk():
-        if op is loop:
-            continue
-        if isinstance(
-            op,
-            AffineDmaStartOp
-            | AffineDmaWaitOp
-            | MemRefDmaStartOp
-            | MemRefDmaWaitOp
-            | memref.AllocOp
-            | memref.AllocaOp
-            | COPY_OPS
-            | asy.ExecuteOp
-            | asy.AwaitOp,
-        ) or op.name.startswith("linalg."):
-            return True
-    return False
 
 
 def staged_tiles(lw: Lowering, op: affine.ForOp) -> list[memref.AllocOp | memref.AllocaOp]:

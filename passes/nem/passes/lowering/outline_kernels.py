@@ -59,13 +59,14 @@ from nem.passes.lowering.escape import (
     log_accessed_boxes,
 )
 from nem.passes.lowering.loop_ranges import accessed_boxes
-from nem.passes.lowering.loops import MapEvaluator, is_structural, loop_bounds
+from nem.passes.lowering.loops import MapEvaluator, loop_bounds
 from nem.passes.lowering.memref_roots import MemrefRoots
 from nem.passes.lowering.peeled_loops import PeeledLoops
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.raise_decision import Escape, RaiseAnalysis
 from nem.passes.lowering.reroll import is_rerolled
 from nem.passes.lowering.state import BlockState, Lowering
+from nem.passes.lowering.structure import is_structural
 from nem.passes.lowering.tile_loops import tile_loop
 
 

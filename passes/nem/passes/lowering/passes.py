@@ -12,6 +12,8 @@
         nem-drop-memref-hints{entry=F}             (D-LOW-MEMREF-HINTS: deallocs, alignment hints)
         nem-drop-async-groups{entry=F}             (D-LOW-ASYNC-GROUPS: create_group, add_to_group,
                                                     await_all)
+        nem-drop-token-awaits{entry=F}             (D-LOW-ASYNC-AWAITS: awaits of tokens; the loops
+                                                    around them marked structural)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
@@ -63,6 +65,7 @@ from nem.dialect.verifier import verify_declarations, verify_program
 from nem.passes.dce import OnePassDeadCodeElimination
 from nem.passes.forward_fills import ForwardZeroFillsPass
 from nem.passes.jam_engine_loops import JamEngineLoopsPass
+from nem.passes.lowering.async_awaits import DropTokenAwaitsPass
 from nem.passes.lowering.async_groups import DropAsyncGroupsPass
 from nem.passes.lowering.context import Options
 from nem.passes.lowering.driver import Lowerer
@@ -153,6 +156,7 @@ def preparation(entry: str | None) -> tuple[ModulePass, ...]:
         OutlineKernelsPass(entry),
         DropMemrefHintsPass(entry),
         DropAsyncGroupsPass(entry),
+        DropTokenAwaitsPass(entry),
     )
 
 
@@ -171,7 +175,8 @@ class ConvertAffineToNemPass(LoweringOptions):
 
     Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`,
     `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-outline-kernels`,
-    `nem-drop-memref-hints` and `nem-drop-async-groups` (`preparation`), so that run alone
+    `nem-drop-memref-hints`, `nem-drop-async-groups` and `nem-drop-token-awaits`
+    (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).

@@ -1,0 +1,48 @@
+"""Which loops the conversion keeps as NEM loops (D-LOW-LOOP): a loop that
+moves data, allocates or holds async work; a pure load/compute/store nest
+becomes one compute task.  Its own module so that both the conversion
+(`loops`) and the preparation passes that erase such work
+(`nem-drop-token-awaits`, D-LOW-ASYNC-AWAITS) read the one answer."""
+
+from __future__ import annotations
+
+from xdsl.dialects import affine, memref
+
+from nem.frontends.upstream_dialects import async_dialect as asy
+from nem.frontends.upstream_dialects.dma import (
+    AffineDmaStartOp,
+    AffineDmaWaitOp,
+    MemRefDmaStartOp,
+    MemRefDmaWaitOp,
+)
+from nem.frontends.upstream_dialects.memref_copy import COPY_OPS
+
+STRUCTURAL = "nem_lowering.structural"
+"""The unit attribute of an `affine.for` that held async work a preparation
+pass erased (`nem-drop-token-awaits`): structural whatever its body now holds."""
+
+
+def is_structural(loop: affine.ForOp) -> bool:
+    """A loop that moves data, allocates or holds async work becomes a NEM
+    loop; a pure load/compute/store nest becomes one compute task.  A loop
+    marked `nem_lowering.structural` held an await that a preparation pass
+    erased (D-LOW-ASYNC-AWAITS): the answer the await gave."""
+    if STRUCTURAL in loop.attributes:
+        return True
+    for op in loop.walk():
+        if op is loop:
+            continue
+        if isinstance(
+            op,
+            AffineDmaStartOp
+            | AffineDmaWaitOp
+            | MemRefDmaStartOp
+            | MemRefDmaWaitOp
+            | memref.AllocOp
+            | memref.AllocaOp
+            | COPY_OPS
+            | asy.ExecuteOp
+            | asy.AwaitOp,
+        ) or op.name.startswith("linalg."):
+            return True
+    return False
