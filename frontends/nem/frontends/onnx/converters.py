@@ -43,6 +43,7 @@ from nem.frontends.onnx.ops import (
 )
 from nem.frontends.onnx.pools import global_pool, pool
 from nem.frontends.onnx.reductions import pow_, reduction
+from nem.frontends.onnx.resize import resize
 from nem.frontends.onnx.slices import slice_, split
 
 CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
@@ -102,6 +103,7 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "Unsqueeze": shapes.unsqueeze,
     "Expand": shapes.expand,
     "Tile": shapes.tile,
+    "Resize": resize,
     "Gather": shapes.gather,
     "Pad": shapes.pad,
     "Cast": shapes.cast,

@@ -87,6 +87,7 @@ SUPPORTED: frozenset[str] = frozenset(
         "Unsqueeze",
         "Expand",
         "Tile",
+        "Resize",
         "Gather",
         "Pad",
         "Cast",
@@ -187,7 +188,6 @@ SHAPE_ONLY = frozenset({"Shape", "Size"})
 UNSUPPORTED_FIX = "express it with the supported op types (docs/compile.md, 'Supported ONNX')"
 
 REWRITES = {
-    "Resize": "nearest upsampling by whole factors is Reshape + Expand + Reshape, exactly",
     "Upsample": "nearest upsampling by whole factors is Reshape + Expand + Reshape, exactly",
     "DepthToSpace": "write it as its definition: Reshape + Transpose + Reshape",
     "SpaceToDepth": "write it as its definition: Reshape + Transpose + Reshape",
@@ -201,9 +201,10 @@ it computes what the node does (`_rewrite`)."""
 
 def _rewrite(node: onnx.NodeProto) -> str | None:
     """`REWRITES`' fix for `node`, or None where the rewrite would compute
-    something else: a Resize or Upsample that is not nearest (linear or
-    cubic: an outside user's report, session 22)."""
-    if node.op_type in ("Resize", "Upsample"):
+    something else: an Upsample that is not nearest (linear or cubic: an
+    outside user's report on Resize, session 22, which converts since
+    session 25, D-COMPILE-RESIZE)."""
+    if node.op_type == "Upsample":
         mode = next((a.s for a in node.attribute if a.name == "mode"), b"nearest")
         if mode != b"nearest":
             return None
