@@ -235,9 +235,10 @@ def test_a_part_of_one_tile_stays_whole_when_its_copies_split(hw, k, c, f, parts
     priced as split (session 23) they do not, and the sizes stay: timed
     (the conv's sizes forced, the rest the compile's) fire2/squeeze1x1
     19,426 cycles as one tile per part against 21,409 in row tiles of 1,
-    fire4/squeeze1x1 7,665 against 8,873.  The row-tile candidates are
-    still scored (`_split_loop_cut`), and priced without the split the cut
-    is taken as before."""
+    fire4/squeeze1x1 7,665 against 8,873 (parts of more than SHORT_CUT
+    rows, session 25).  The row-tile candidates are still scored
+    (`_split_loop_cut`), and priced without the split the cut is taken as
+    before."""
     with ir.Context(), ir.Location.unknown():
         _, band = band_of(_conv(hw, k, c, f))
         halving = tiling.choose_tile_sizes(band, BUDGET)
@@ -290,6 +291,56 @@ def test_a_part_of_one_row_keeps_every_part_one_tile():
         halving = tiling.choose_tile_sizes(band, BUDGET)
         split = {1: [1, 4]}
         assert tile_cost.search(band, BUDGET, halving, split, timed=True, dmas=DMAS) == halving
+
+
+# ShuffleNet's stage-3 grouped 1x1 (n74, n78: 272 -> 272 channels in 4 groups, 14x14)
+G4 = """
+func.func @cv(%x: memref<1x14x14x4x68xf32>, %w: memref<4x68x1x1x68xf32>,
+              %y: memref<1x14x14x4x68xf32>) {
+  linalg.conv_2d_nhwgc_gfhwc {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : memref<1x14x14x4x68xf32>, memref<4x68x1x1x68xf32>)
+      outs(%y : memref<1x14x14x4x68xf32>)
+  return
+}
+"""
+
+DW = """
+func.func @cv(%x: memref<1x16x16x272x1xf32>, %w: memref<272x1x3x3x1xf32>,
+              %y: memref<1x14x14x272x1xf32>) {
+  linalg.conv_2d_nhwgc_gfhwc {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : memref<1x16x16x272x1xf32>, memref<272x1x3x3x1xf32>)
+      outs(%y : memref<1x14x14x272x1xf32>)
+  return
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("conv", "parts"),
+    [
+        (G4, [2, 4]),  # ShuffleNet's n74/n78 over 4 engines: 4, 4, 4, 2 rows
+        (DW, [2, 4]),  # ShuffleNet's n72: depthwise 3x3 on 272 channels, 14x14
+    ],
+)
+def test_a_short_part_of_one_tile_is_cut_whatever_the_estimate(conv, parts):
+    """An engine part of at most SHORT_CUT (4) rows that fits L1 as one tile is
+    cut into row tiles even where the estimate, one part from an idle start
+    with its copies split over the DMAs, prices the one tile lower
+    (ShuffleNet's grouped 1x1: 2,137 against 2,564 cycles), which session 23
+    took: in the network each part's copy in, convolution and copy out ran
+    one after the other and the layers after it waited for the whole part
+    (D-COMPILE-TILE-TIME, session 25: ShuffleNet 497,289 -> 484,902 timed
+    cycles, convolutions within 2x 6 -> 13 of 49; the depthwise 3x3 is
+    estimated 1,858 as one tile against 4,336 in rows)."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = band_of(conv)
+        halving = tiling.choose_tile_sizes(band, BUDGET)
+        split = {1: parts}
+        assert halving[1] >= max(parts)  # one tile per part
+        rows = [1, 1, *halving[2:]]
+        assert _estimate(band, halving, split) < _estimate(band, rows, split)
+        assert tile_cost.search(band, BUDGET, halving, split, timed=True, dmas=DMAS) == rows
+        assert tile_cost.search(band, BUDGET, halving, split) == halving  # the bytes rule's
 
 
 def test_a_small_conv_keeps_one_tile_per_part_bit_identical_and_faster(monkeypatch):
