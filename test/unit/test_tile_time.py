@@ -293,26 +293,21 @@ def test_a_part_of_one_row_keeps_every_part_one_tile():
         assert tile_cost.search(band, BUDGET, halving, split, timed=True, dmas=DMAS) == halving
 
 
-# ShuffleNet's stage-3 grouped 1x1 (n74, n78: 272 -> 272 channels in 4 groups, 14x14)
-G4 = """
-func.func @cv(%x: memref<1x14x14x4x68xf32>, %w: memref<4x68x1x1x68xf32>,
-              %y: memref<1x14x14x4x68xf32>) {
-  linalg.conv_2d_nhwgc_gfhwc {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
-      ins(%x, %w : memref<1x14x14x4x68xf32>, memref<4x68x1x1x68xf32>)
-      outs(%y : memref<1x14x14x4x68xf32>)
-  return
-}
-"""
+def _grouped(hw: int, k: int, g: int, c: int, f: int) -> str:
+    """A grouped convolution (`g` groups of `c` -> `f` channels), NHWGC."""
+    i = hw + k - 1  # the padded input
+    x, w, y = f"1x{i}x{i}x{g}x{c}xf32", f"{g}x{f}x{k}x{k}x{c}xf32", f"1x{hw}x{hw}x{g}x{f}xf32"
+    return (
+        _conv(hw, k, c, f)
+        .replace("conv_2d_nhwc_hwcf", "conv_2d_nhwgc_gfhwc")
+        .replace(f"1x{i}x{i}x{c}xf32", x)
+        .replace(f"{k}x{k}x{c}x{f}xf32", w)
+        .replace(f"1x{hw}x{hw}x{f}xf32", y)
+    )
 
-DW = """
-func.func @cv(%x: memref<1x16x16x272x1xf32>, %w: memref<272x1x3x3x1xf32>,
-              %y: memref<1x14x14x272x1xf32>) {
-  linalg.conv_2d_nhwgc_gfhwc {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
-      ins(%x, %w : memref<1x16x16x272x1xf32>, memref<272x1x3x3x1xf32>)
-      outs(%y : memref<1x14x14x272x1xf32>)
-  return
-}
-"""
+
+G4 = _grouped(14, 1, 4, 68, 68)  # ShuffleNet's stage-3 grouped 1x1 (n74, n78), 14x14
+DW = _grouped(14, 3, 272, 1, 1)  # ShuffleNet's n72: depthwise 3x3 on 272 channels
 
 
 @pytest.mark.parametrize(
