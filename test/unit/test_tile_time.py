@@ -235,9 +235,10 @@ def test_a_part_of_one_tile_stays_whole_when_its_copies_split(hw, k, c, f, parts
     priced as split (session 23) they do not, and the sizes stay: timed
     (the conv's sizes forced, the rest the compile's) fire2/squeeze1x1
     19,426 cycles as one tile per part against 21,409 in row tiles of 1,
-    fire4/squeeze1x1 7,665 against 8,873.  The row-tile candidates are
-    still scored (`_split_loop_cut`), and priced without the split the cut
-    is taken as before."""
+    fire4/squeeze1x1 7,665 against 8,873 (parts of more than SHORT_CUT
+    rows, session 25).  The row-tile candidates are still scored
+    (`_split_loop_cut`), and priced without the split the cut is taken as
+    before."""
     with ir.Context(), ir.Location.unknown():
         _, band = band_of(_conv(hw, k, c, f))
         halving = tiling.choose_tile_sizes(band, BUDGET)
@@ -290,6 +291,68 @@ def test_a_part_of_one_row_keeps_every_part_one_tile():
         halving = tiling.choose_tile_sizes(band, BUDGET)
         split = {1: [1, 4]}
         assert tile_cost.search(band, BUDGET, halving, split, timed=True, dmas=DMAS) == halving
+
+
+def _grouped(hw: int, k: int, g: int, c: int, f: int) -> str:
+    """A grouped convolution (`g` groups of `c` -> `f` channels), NHWGC."""
+    i = hw + k - 1  # the padded input
+    x, w, y = f"1x{i}x{i}x{g}x{c}xf32", f"{g}x{f}x{k}x{k}x{c}xf32", f"1x{hw}x{hw}x{g}x{f}xf32"
+    return (
+        _conv(hw, k, c, f)
+        .replace("conv_2d_nhwc_hwcf", "conv_2d_nhwgc_gfhwc")
+        .replace(f"1x{i}x{i}x{c}xf32", x)
+        .replace(f"{k}x{k}x{c}x{f}xf32", w)
+        .replace(f"1x{hw}x{hw}x{f}xf32", y)
+    )
+
+
+G4 = _grouped(14, 1, 4, 68, 68)  # ShuffleNet's stage-3 grouped 1x1 (n74, n78), 14x14
+DW = _grouped(14, 3, 272, 1, 1)  # ShuffleNet's n72: depthwise 3x3 on 272 channels
+
+
+@pytest.mark.parametrize(
+    ("conv", "parts"),
+    [
+        (G4, [2, 4]),  # ShuffleNet's n74/n78 over 4 engines: 4, 4, 4, 2 rows
+        (DW, [2, 4]),  # ShuffleNet's n72: depthwise 3x3 on 272 channels, 14x14
+    ],
+)
+def test_a_short_part_of_one_tile_is_cut_whatever_the_estimate(conv, parts):
+    """An engine part of at most SHORT_CUT (4) rows that fits L1 as one tile is
+    cut into row tiles even where the estimate, one part from an idle start
+    with its copies split over the DMAs, prices the one tile lower
+    (ShuffleNet's grouped 1x1: 2,137 against 2,564 cycles), which session 23
+    took: in the network each part's copy in, convolution and copy out ran
+    one after the other and the layers after it waited for the whole part
+    (D-COMPILE-TILE-TIME, session 25: ShuffleNet 497,289 -> 484,902 timed
+    cycles, convolutions within 2x 6 -> 13 of 49; the depthwise 3x3 is
+    estimated 1,858 as one tile against 4,336 in rows)."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = band_of(conv)
+        halving = tiling.choose_tile_sizes(band, BUDGET)
+        split = {1: parts}
+        assert halving[1] >= max(parts)  # one tile per part
+        rows = [1, 1, *halving[2:]]
+        assert _estimate(band, halving, split) < _estimate(band, rows, split)
+        assert tile_cost.search(band, BUDGET, halving, split, timed=True, dmas=DMAS) == rows
+        assert tile_cost.search(band, BUDGET, halving, split) == halving  # the bytes rule's
+
+
+def test_a_short_part_of_a_dense_conv_keeps_the_estimates_choice():
+    """SHORT_CUT applies to grouped and depthwise convolutions only (a loop
+    every operand's box depends on): cutting every short part of one tile
+    also cut DenseNet-121's 14x14 parts of 4 rows and Inception v1's, whose
+    networks then ran 0.65% and 0.16% slower (session 25).  A dense 1x1 on
+    13x13 (256 -> 48 channels) over parts of 3 and 4 rows stays one tile
+    per part, as the estimate has it."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = band_of(_conv(13, 1, 256, 48))
+        halving = tiling.choose_tile_sizes(band, BUDGET)
+        split = {1: [3, 4]}
+        assert halving[1] >= 4 and not tile_cost._Model(band).groups()
+        assert tile_cost.search(band, BUDGET, halving, split, timed=True, dmas=DMAS) == halving
+        _, grouped = band_of(G4)
+        assert tile_cost._Model(grouped).groups() == [3]
 
 
 def test_a_small_conv_keeps_one_tile_per_part_bit_identical_and_faster(monkeypatch):

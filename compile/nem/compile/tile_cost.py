@@ -36,7 +36,10 @@ matmul) is then scored by its estimated timed cycles instead
 the fewest cycles when they are at most TIME_GAIN of the bytes pick's.
 There an engine part the halving sizes leave one tile may also be cut along
 its split loop, in two tiles or more per part (`_split_loop_cut`): one tile
-runs its copy in, convolution and copy out one after the other.
+runs its copy in, convolution and copy out one after the other.  A short
+part (`SHORT_CUT`) of a grouped or depthwise convolution that the estimate
+would leave one tile is cut anyway: the estimate sees one part from an idle
+start, not the layers waiting for it.
 """
 
 from __future__ import annotations
@@ -59,6 +62,16 @@ OVERHEAD = 2048
 TIME_GAIN = 0.9
 """A convolution's or matmul's sizes change from the bytes rule's only for
 an estimated gain of at least a tenth of its cycles (D-COMPILE-TILE-TIME)."""
+SHORT_CUT = 4
+"""An engine part the sizes leave one tile is cut along its split loop
+whenever a cut leaves it at most this many tiles (D-COMPILE-TILE-TIME,
+session 25): the estimate scores one part from an idle start, but in a
+network a part of one tile makes the layers after it wait for its whole
+chain of copy in, convolution and copy out (ShuffleNet's 14x14 parts of 4
+rows).  Longer parts keep the estimate's choice: cut at 8 (SqueezeNet's
+27x27 parts of 6-7 rows), SqueezeNet ran 1.1% slower.  Grouped and
+depthwise convolutions only (`_Model.groups`): dense ones cut so made
+DenseNet-121 0.65% and Inception v1 0.16% slower."""
 MAX_CANDIDATES = 200_000
 """Size combinations scored at most (candidates per loop are thinned to the
 powers of two dividing it beyond that)."""
@@ -119,6 +132,15 @@ class _Model:
             list(base + coef @ s) == self._ext(self.band.accesses[k], sizes)
             for k, (_, _, _, base, coef) in enumerate(self.rows)
         )
+
+    def groups(self) -> list[int]:
+        """The loops every memref's box depends on: a grouped or depthwise
+        convolution's group loop (a batch loop too)."""
+        n = len(self.band.loops)
+        dep = np.zeros((len(self.mems), n), dtype=bool)
+        for k, _, _, _, coef in self.rows:
+            dep[k] |= (coef != 0).any(axis=0)
+        return [i for i in range(n) if bool(dep[:, i].all())]
 
     def reductions(self) -> list[int]:
         """The loops no written box depends on."""
@@ -242,8 +264,14 @@ def search(
     need, moved = model.score(S, extents)
     H = np.array([halving], dtype=np.int64)
     ok = (need <= budget) & (tiled(S) <= tiled(H)[0])
+    cut = np.zeros(len(S), dtype=bool)
     if timed:
-        ok |= (need <= budget) & _split_loop_cut(S, H, lengths, parts)
+        cut = (need <= budget) & _split_loop_cut(S, H, lengths, parts)
+        ok |= cut
+        for i, part in parts.items():  # the cuts of a short part (SHORT_CUT)
+            cut &= -(-max(part) // S[:, i]) <= SHORT_CUT
+        if not model.groups():  # grouped and depthwise convolutions only
+            cut[:] = False
     h_need, h_moved = model.score(H, extents)
     if not ok.any():
         return halving
@@ -251,7 +279,7 @@ def search(
     best = int(np.argmin(moved))
     pick = halving if h_need[0] <= budget and moved[best] > GAIN * h_moved[0] else S[best]
     if timed and any(band.extents[i] > 1 for i in red):
-        pick = _by_cycles(model, S, ok, moved, pick, lengths, red, dmas)
+        pick = _by_cycles(model, S, ok, moved, pick, lengths, red, dmas, cut)
     return [int(x) for x in pick]
 
 
@@ -286,14 +314,21 @@ def _by_cycles(
     lengths: list[list[int]],
     red: set[int],
     dmas: int,
+    cut: np.ndarray,
 ) -> Sequence[int]:
     """The sizes among `S[ok]` with the fewest estimated cycles
     (`tile_time`; ties: the fewest bytes moved) when they take at most
-    TIME_GAIN of `pick`'s, else `pick`."""
+    TIME_GAIN of `pick`'s, else `pick`; where that leaves a part one tile,
+    the best of the cuts `S[cut]` of a short part instead (SHORT_CUT)."""
     L = np.array([max(x) for x in lengths], dtype=np.int64)
     rows = np.vstack([S[ok], np.array([pick], dtype=np.int64)])
     est = model.cycles(np.minimum(rows, L[None, :]), L, red, dmas)
     if est is None:
         return pick
     best = int(np.lexsort((moved[ok], est[:-1]))[0])
-    return rows[best] if est[best] <= TIME_GAIN * est[-1] else pick
+    at = best if est[best] <= TIME_GAIN * est[-1] else len(rows) - 1
+    cuts = cut[ok]
+    if not cuts.any() or (rows[at] < L).any():
+        return [int(x) for x in rows[at]]  # no cut offered, or the part is tiled already
+    k = np.flatnonzero(cuts)[int(np.lexsort((moved[ok][cuts], est[:-1][cuts]))[0])]
+    return [int(x) for x in rows[k]]
