@@ -135,8 +135,12 @@ class _Model:
 
     def groups(self) -> list[int]:
         """The loops every memref's box depends on: a grouped or depthwise
-        convolution's group loop (a batch loop too)."""
+        convolution's group loop (a batch loop too); none for an op of
+        fewer than three memrefs (a pooling's input and output depend on
+        every loop but its window's: not a grouped convolution)."""
         n = len(self.band.loops)
+        if len(self.mems) < 3:
+            return []
         dep = np.zeros((len(self.mems), n), dtype=bool)
         for k, _, _, _, coef in self.rows:
             dep[k] |= (coef != 0).any(axis=0)
