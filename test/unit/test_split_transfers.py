@@ -173,9 +173,10 @@ before the tile loop that reads `X`: the first load of every iteration
 consumes their tokens."""
 
 
-def _run_fills(text: str) -> tuple[np.ndarray, int]:
-    """`Y` after a run of a FILLS program from seeded `X` and `z` (the same
-    under 3 random schedules), and the program's timed cycles."""
+def _run_seeded(text: str, **sizes: int) -> tuple[np.ndarray, int]:
+    """`Y` after a run of `text` from its buffers `sizes` (name: f32
+    elements) seeded (the same under 3 random schedules), and the program's
+    timed cycles."""
     from nem.runtime.api import NemInterpreter
 
     rng = np.random.default_rng(0)
@@ -184,8 +185,8 @@ def _run_fills(text: str) -> tuple[np.ndarray, int]:
         it = NemInterpreter(device="npm_pro_x1")
         it.set_mode(mode)
         it.load_string(text, file=str(LIT))
-        it.write_tensor("X", rng.standard_normal(65536).astype(np.float32))
-        it.write_tensor("z", rng.standard_normal(2048).astype(np.float32))
+        for name, n in sizes.items():
+            it.write_tensor(name, rng.standard_normal(n).astype(np.float32))
         return it
 
     it = start()
@@ -194,6 +195,11 @@ def _run_fills(text: str) -> tuple[np.ndarray, int]:
     timed = start("timed").start()
     timed.run_to_end()
     return it.read_tensor("Y").view(np.uint32), timed.roofline().total.cycles
+
+
+def _run_fills(text: str) -> tuple[np.ndarray, int]:
+    """A FILLS program run from seeded `X` and `z` (`_run_seeded`)."""
+    return _run_seeded(text, X=65536, z=2048)
 
 
 def test_small_transfers_a_loop_consumes_are_waited_for_before_it():
@@ -230,26 +236,8 @@ def test_a_wait_in_the_loop_left_with_no_token_is_dropped():
 
 
 def _run_weights(text: str) -> tuple[np.ndarray, int]:
-    """`Y` after a run of a WEIGHTS_AND_LOOP program from seeded `X` and `T`
-    (the same under 3 random schedules), and the program's timed cycles."""
-    from nem.runtime.api import NemInterpreter
-
-    rng = np.random.default_rng(0)
-
-    def start(mode: str = "functional") -> NemInterpreter:
-        it = NemInterpreter(device="npm_pro_x1")
-        it.set_mode(mode)
-        it.load_string(text, file=str(LIT))
-        it.write_tensor("X", rng.standard_normal(65536).astype(np.float32))
-        it.write_tensor("T", rng.standard_normal(16384).astype(np.float32))
-        return it
-
-    it = start()
-    _, diff = it.run_schedules(3, seed=1)
-    assert diff is None
-    timed = start("timed").start()
-    timed.run_to_end()
-    return it.read_tensor("Y").view(np.uint32), timed.roofline().total.cycles
+    """A WEIGHTS_AND_LOOP program run from seeded `X` and `T` (`_run_seeded`)."""
+    return _run_seeded(text, X=65536, T=16384)
 
 
 def test_weights_staged_before_a_loop_are_waited_for_with_all_their_slices():
