@@ -132,12 +132,21 @@ def test_a_transfer_made_once_keeps_its_tokens_from_the_loop_after_it():
 
 def test_a_transfer_made_once_under_min_once_leaves_the_loop_its_tokens():
     """`w` under `min-once` splits as made once (`min-single`) but holds no
-    tokens before the loop's body is budgeted: the body's copies take 2
-    slices each, and `w` the 2 left (held, it took 4 and left the body's
-    copies whole: ResNet-50's layers whose tile copies lost their slices to
-    the small copies staged before them, 6 fewer Conv layers within 2x)."""
+    tokens before the loop's body is budgeted.  Held across the loop (a
+    `retire-below` under its bytes: the rule before session 25) the body's
+    copies take 2 slices each and `w` the 2 left (reserved, it took 4 and
+    left the body's copies whole: ResNet-50's layers whose tile copies lost
+    their slices to the small copies staged before them, 6 fewer Conv layers
+    within 2x).  Waited for before the loop (the default `retire-below`,
+    `min-once`), it holds no token there: it takes 4 slices and the body's
+    copies 3."""
+    held = _split(
+        WEIGHTS_AND_LOOP, max_tokens=8, min_moved=0, min_once=1 << 20, retire_below=1 << 14
+    )
+    assert "deps=[ld_1, ld_2, w_1, w_2]" in held and "wait(st_1, st_2)" in held
     out = _split(WEIGHTS_AND_LOOP, max_tokens=8, min_moved=0, min_once=1 << 20)
-    assert "deps=[ld_1, ld_2, w_1, w_2]" in out and "wait(st_1, st_2)" in out
+    assert "wait(w_1, w_2, w_3, w_4)\n\nloop i" in out
+    assert "deps=[ld_1, ld_2, ld_3]" in out and "wait(st_1, st_2, st_3)" in out
 
 
 FILLS = """device "npm_pro_x1.nem"
@@ -164,9 +173,10 @@ before the tile loop that reads `X`: the first load of every iteration
 consumes their tokens."""
 
 
-def _run_fills(text: str) -> tuple[np.ndarray, int]:
-    """`Y` after a run of a FILLS program from seeded `X` and `z` (the same
-    under 3 random schedules), and the program's timed cycles."""
+def _run_seeded(text: str, **sizes: int) -> tuple[np.ndarray, int]:
+    """`Y` after a run of `text` from its buffers `sizes` (name: f32
+    elements) seeded (the same under 3 random schedules), and the program's
+    timed cycles."""
     from nem.runtime.api import NemInterpreter
 
     rng = np.random.default_rng(0)
@@ -175,8 +185,8 @@ def _run_fills(text: str) -> tuple[np.ndarray, int]:
         it = NemInterpreter(device="npm_pro_x1")
         it.set_mode(mode)
         it.load_string(text, file=str(LIT))
-        it.write_tensor("X", rng.standard_normal(65536).astype(np.float32))
-        it.write_tensor("z", rng.standard_normal(2048).astype(np.float32))
+        for name, n in sizes.items():
+            it.write_tensor(name, rng.standard_normal(n).astype(np.float32))
         return it
 
     it = start()
@@ -185,6 +195,11 @@ def _run_fills(text: str) -> tuple[np.ndarray, int]:
     timed = start("timed").start()
     timed.run_to_end()
     return it.read_tensor("Y").view(np.uint32), timed.roofline().total.cycles
+
+
+def _run_fills(text: str) -> tuple[np.ndarray, int]:
+    """A FILLS program run from seeded `X` and `z` (`_run_seeded`)."""
+    return _run_seeded(text, X=65536, z=2048)
 
 
 def test_small_transfers_a_loop_consumes_are_waited_for_before_it():
@@ -218,6 +233,34 @@ def test_a_wait_in_the_loop_left_with_no_token_is_dropped():
     )
     out = _split(text, max_tokens=6, min_moved=0)
     assert out.count("wait(f1, f2)") == 1 and "wait(f1, f2)\n\nloop i" in out
+
+
+def _run_weights(text: str) -> tuple[np.ndarray, int]:
+    """A WEIGHTS_AND_LOOP program run from seeded `X` and `T` (`_run_seeded`)."""
+    return _run_seeded(text, X=65536, T=16384)
+
+
+def test_weights_staged_before_a_loop_are_waited_for_with_all_their_slices():
+    """Session 25 (DenseNet-121's 64-245 KB weights staged before their tile
+    loops, whole on one DMA): a 64 KiB `w` under `min-once` that the loop
+    reads, held across it (`retire-below` 16 KiB, the rule before), gets the
+    tokens the loop's two iterations in flight leave under 6: 2 slices, and
+    the body's copies stay whole.  Waited for before the loop (the default
+    `retire-below` = `min-once`), it holds none there: 4 slices, and the
+    body's load and store 2 each.  The same bits under random schedules,
+    race-free (`nem-verify`), fewer cycles, within the limit, and a second
+    run changes nothing."""
+    held = _split(WEIGHTS_AND_LOOP, max_tokens=6, min_moved=0, retire_below=1 << 14)
+    assert "deps=[ld, w_1, w_2]" in held and "w_3" not in held
+    out = _split(WEIGHTS_AND_LOOP, max_tokens=6, min_moved=0)
+    assert "wait(w_1, w_2, w_3, w_4)\n\nloop i" in out
+    assert "deps=[ld_1, ld_2]\n" in out and "wait(st_1, st_2)" in out
+    (prog,) = programs(parse_nem(out, str(LIT)))
+    assert max_live_tokens(prog) <= 6
+    (y_held, cycles_held), (y_out, cycles_out) = _run_weights(held), _run_weights(out)
+    assert np.array_equal(y_out, y_held) and y_out.any()
+    assert cycles_out < cycles_held
+    assert _split(out, max_tokens=6, min_moved=0) == out
 
 
 def test_a_large_transfer_a_loop_consumes_stays_held():
@@ -405,6 +448,46 @@ def test_split_program_is_bit_identical_race_free_and_faster():
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < 0.9 * timed_cycles(old.nem)
+
+
+def test_a_densenet_layers_weights_split_before_its_tile_loop():
+    """DenseNet-121's 1x1 layer pattern (session 25): BatchNormalization's
+    per-channel scale and shift and a Relu before a 1x1 conv of 224 to 128
+    channels over 28x28 pixels, on four engines.  Each engine part stages its
+    112 KiB weights before its tile loop; held across the loop (the rule
+    before: `retire-below` 16 KiB) they stayed whole on one DMA, the loop's
+    tile copies having taken every token.  Waited for before the loop, they
+    split: the same output bits under random schedules, fewer cycles."""
+    pytest.importorskip("mlir.ir")
+    from compile_runs import graph_model, only_output, timed_cycles
+    from onnx import helper, numpy_helper
+
+    from nem.compile import compile_onnx
+
+    rng = np.random.default_rng(0)
+    c, f = 224, 128
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((1, c, 1, 1)).astype(np.float32), "s"),
+        numpy_helper.from_array(rng.standard_normal((1, c, 1, 1)).astype(np.float32), "b"),
+        numpy_helper.from_array(rng.uniform(-0.1, 0.1, (f, c, 1, 1)).astype(np.float32), "w"),
+    ]
+    nodes = [
+        helper.make_node("Mul", ["x", "s"], ["m"], name="mul"),
+        helper.make_node("Add", ["m", "b"], ["a"], name="add"),
+        helper.make_node("Relu", ["a"], ["r"], name="relu"),
+        helper.make_node("Conv", ["r", "w"], ["y"], name="conv", kernel_shape=[1, 1]),
+    ]
+    model = graph_model(nodes, (1, c, 28, 28), inits)
+    base = compile_onnx(model, device="npm_pro_x1", split_transfers=False)
+    whole = "shape=[1, 1, 224, 128], layout=NHWC, src=region(w,"
+    assert base.nem.count(whole) == 4  # one weight copy per engine part
+    held = dataclasses.replace(base, nem=_split(base.nem, retire_below=1 << 14))
+    new = dataclasses.replace(base, nem=_split(base.nem))
+    assert held.nem.count(whole) == 4 and new.nem.count(whole) == 0
+    assert np.array_equal(
+        only_output(new, model, 2).view(np.uint32), only_output(held, model, 0).view(np.uint32)
+    )
+    assert timed_cycles(new.nem) < 0.95 * timed_cycles(held.nem)
 
 
 @pytest.mark.slow  # one compile and three runs of a conv

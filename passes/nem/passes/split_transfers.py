@@ -132,11 +132,15 @@ sit on the path to its first tile."""
 MIN_PIECE = 4096
 """No slice smaller than this (bytes): a transfer's fixed latency stays small
 beside its bytes."""
-RETIRE_BELOW = MIN_BYTES
+RETIRE_BELOW = MIN_ONCE
 """A transfer moving fewer bytes than this whose token a loop consumes from
 outside is waited for before the loop (`retire_held`) instead of held live
 across it: a padded buffer's border fill, done long before the loop's first
-tile needs it."""
+tile needs it, and (session 25; `min-bytes` before) a layer's weights staged
+before its tile loop, which the first tile waits for anyway: held, their
+slices' tokens were the loop's, and DenseNet-121's 64-245 KB weights stayed
+whole on one DMA.  From `min-once` on, a transfer made once holds its
+slices' tokens across the loop instead (`reserved`)."""
 
 
 def least_span(
@@ -393,7 +397,8 @@ class Choice:
         loops' bodies first (they run many times); returns the block's
         peak (D-TOK-LIVE, as `token_liveness.block_liveness` counts it)."""
         live = block_liveness(block, self.ev, bodies=False)
-        if retire_held(live, self.retire_below):
+        # from `min-once` on, a transfer keeps its slices' tokens (`reserved`)
+        if retire_held(live, min(self.retire_below, self.min_once)):
             live = block_liveness(block, self.ev, bodies=False)
         counts = live.counts()  # the block's own tokens; its loops' added below
         least = int(
