@@ -355,6 +355,25 @@ def test_a_short_part_of_a_dense_conv_keeps_the_estimates_choice():
         assert tile_cost._Model(grouped).groups() == [3]
 
 
+def test_a_window_sum_is_not_a_grouped_convolution():
+    """A window reduction of two memrefs (ZFNet's LRN channel-window sum, as
+    a pooling over `[1, H*W, C, 1]`: input and output depend on every loop
+    but the window's; the window operand is shape only) has no weights: not a
+    grouped convolution, so SHORT_CUT leaves it alone (ZFNet's and AlexNet's
+    were cut, +0.1% and +0.4% cycles, until `_Model.groups` asked for three
+    memrefs; session 25)."""
+    window = """
+func.func @sum(%x: memref<1x625x260x1xf32>, %k: memref<1x5xf32>, %y: memref<1x625x256x1xf32>) {
+  linalg.pooling_nhwc_sum {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %k : memref<1x625x260x1xf32>, memref<1x5xf32>) outs(%y : memref<1x625x256x1xf32>)
+  return
+}
+"""
+    with ir.Context(), ir.Location.unknown():
+        _, band = band_of(window)
+        assert tile_cost._Model(band).groups() == []
+
+
 def test_a_small_conv_keeps_one_tile_per_part_bit_identical_and_faster(monkeypatch):
     """fire2/squeeze1x1's shape compiled (4 engine parts of 14, 14, 14, 13
     rows, one tile each, its copies split over the DMAs) and with the conv
