@@ -172,6 +172,19 @@ def tile(b: Builder) -> None:
     b.add("Tile", [x.name, b.ints([b.rng.choice((1, 1, 2, 3)) for _ in x.shape])], pos=x.pos)
 
 
+@op("Resize")
+def resize(b: Builder) -> None:
+    """Nearest upsampling by whole factors (D-COMPILE-RESIZE), given as int64
+    `sizes` (float `scales` would be a float value of another type than
+    the model's), in the default coordinate mode or asymmetric + floor."""
+    x = b.pick_or_new(lambda v: 1 <= v.rank and v.size <= 512, b.shape)
+    sizes = [d * b.rng.choice((1, 1, 2, 3)) for d in x.shape]
+    modes = {}
+    if b.rng.random() < 0.3:
+        modes = {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    b.add("Resize", [x.name, "", "", b.ints(sizes)], pos=x.pos, **modes)
+
+
 @op("Squeeze")
 def squeeze(b: Builder) -> None:
     x = b.pick_or_new(
