@@ -203,7 +203,7 @@ MODELS = {
             helper.make_node("Hardmax", ["x"], ["a"], name="hm"),
             helper.make_node("Relu", ["a"], ["b"], name="relu"),
             helper.make_node("TopK", ["b", "k"], ["c", "ci"], name="topk"),
-            helper.make_node("Celu", ["c"], ["y"], name="celu"),
+            helper.make_node("LpNormalization", ["c"], ["y"], name="lpn"),
         ],
         [("x", F32, [2, 6])],
         [("y", F32, [2, 3])],
