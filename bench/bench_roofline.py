@@ -20,7 +20,8 @@ cycles, ratio, compile CPU time and ops retiled of ops searched; with
 `--per-node`, compiled with each instruction's ONNX node (D-BC-NODES) so the
 groups are ONNX nodes, and each model's Conv layers summed up: how many run
 within 2x of their own bound (the issue's goal), their median ratio, the
-farthest one, their busy cycles summed (layers that overlap count each;
+farthest one, and the same against each node's ideal bound (its tensors
+moved once, D-RT-ROOFLINE "Ideal bound"), their busy cycles summed (layers that overlap count each;
 before session 18 a group's cycles ran from its first start to its last
 end, so these ratios are not comparable with the figures of earlier
 sessions).  Models: the project's
@@ -57,10 +58,10 @@ def cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def timed_run(nem: str | bytes, label: str, device: str):
+def timed_run(nem: str | bytes, label: str, device: str, least=None):
     """One timed run of the program (`.nem` text, or `.nemb` bytes whose
     instructions carry their ONNX nodes, D-BC-NODES): (its RunResult, its
-    roofline Report)."""
+    roofline Report, with ideal bounds from `least`, the nodes' least work)."""
     it = NemInterpreter(device=device, trace=False)
     it.set_mode("timed")
     if isinstance(nem, bytes):
@@ -69,7 +70,7 @@ def timed_run(nem: str | bytes, label: str, device: str):
         it.load_string(nem, file=f"{label}.nem")
     s = it.start()
     res = s.run_to_end()
-    return res, s.roofline()
+    return res, s.roofline(least)
 
 
 def conv_layers(rep) -> dict:
@@ -83,10 +84,13 @@ def conv_layers(rep) -> dict:
     if not convs:
         return {"convs": 0}
     mid = convs[len(convs) // 2]
+    ideal = sorted(g.ideal_ratio for g in convs if g.ideal_ratio is not None)
     return {
         "convs": len(convs),
         "within_2x": sum(g.ratio <= 2.0 for g in convs),
         "median_ratio": mid.ratio,
+        "within_2x_ideal": sum(r <= 2.0 for r in ideal),
+        "median_ideal_ratio": ideal[len(ideal) // 2] if ideal else None,
         "conv_cycles": sum(g.cycles for g in convs),
         "farthest": {"group": convs[-1].name, "ratio": convs[-1].ratio},
     }
@@ -117,13 +121,18 @@ def measure(
         }
     t1 = cpu()
     program: str | bytes = result.nem
+    least = None
     if per_node:
+        import onnx
+
         from nem.cli.nem_compile import nemb_bytes
+        from nem.frontends.onnx.traffic import NodeTraffic
 
         program = nemb_bytes(
             result, f"{label}.nemb", str(model) if isinstance(model, str) else label
         )
-    res, rep = timed_run(program, label, device)
+        least = NodeTraffic(onnx.load(model) if isinstance(model, str) else model).of
+    res, rep = timed_run(program, label, device, least)
     worst = sorted(rep.groups, key=lambda g: g.bound - g.cycles)[:groups]
     row = {
         "model": label,
@@ -134,6 +143,7 @@ def measure(
         "cycles": rep.total.cycles,
         "bound": round(rep.total.bound, 3),
         "ratio": rep.total.ratio,
+        "ideal_bound": rep.total.ideal_bound,
         "roof": rep.total.roof,
         "binds": rep.total.binds,
         "groups": len(rep.groups),
@@ -207,6 +217,13 @@ def show(row: dict) -> None:
             f"bound, median ratio {layers['median_ratio']:.2f}, {layers['conv_cycles']} cycles; "
             f"farthest {far['group']} at {far['ratio']:.2f}"
         )
+        if layers["median_ideal_ratio"] is not None:
+            print(
+                f"{'':<4}against the ideal bound (each node's tensors once): "
+                f"{layers['within_2x_ideal']} within 2x, median ratio "
+                f"{layers['median_ideal_ratio']:.2f}; program {row['cycles']} cycles / ideal "
+                f"{shown_bound(row['ideal_bound'] or 0)}"
+            )
     for g in row["farthest"]:
         print(
             f"{'':<4}{g['group']:<40}{g['cycles']:>10} cycles, bound {shown_bound(g['bound'])}, "

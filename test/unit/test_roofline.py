@@ -255,6 +255,7 @@ def test_cli_plot(tmp_path, capsys):
         (["--roofline"], "--roofline needs --mode timed"),
         (["--json"], "--json prints the roofline report: it needs --roofline"),
         (["--roofline-plot", "x.png"], "--roofline-plot draws the roofline report"),
+        (["--onnx", "m.onnx"], "--onnx gives the roofline report's ideal bounds"),
         (["--mode", "timed", "--roofline", "--schedules", "2"], "it excludes --mode timed"),
     ],
 )

@@ -60,10 +60,10 @@ def mlp2():
     )
 
 
-def _report(model, label):
+def timed_session(model, label):
     """`model` compiled as `nem-compile -o LABEL.nemb` writes it (so its
-    tasks carry their ONNX nodes, D-BC-NODES), run timed: the report and the
-    program's text form (the lines the report gives)."""
+    tasks carry their ONNX nodes, D-BC-NODES), run timed to its end: the
+    session and the program's text form (the lines the report gives)."""
     from nem.cli.nem_compile import nemb_bytes
     from nem.compile import compile_onnx
 
@@ -73,7 +73,13 @@ def _report(model, label):
     it.load_bytecode(nemb_bytes(result, f"{label}.nemb", f"{label}.onnx"), f"{label}.nemb")
     session = it.start()
     assert session.run_to_end().status == "completed"
-    return session.roofline(), result.nem.splitlines()
+    return session, result.nem.splitlines()
+
+
+def _report(model, label):
+    """`timed_session`'s report and program text."""
+    session, lines = timed_session(model, label)
+    return session.roofline(), lines
 
 
 @pytest.fixture(scope="module")

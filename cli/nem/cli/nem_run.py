@@ -6,7 +6,7 @@
             [--input NAME=FILE]... [--input-raw NAME=FILE]...
             [--output NAME[:T[SHAPE]]=FILE]... [--random-inputs SEED]
             [--trace FILE.json|.csv] [--timeline FILE.png] [--profile FILE.json]
-            [--repeat N] [--roofline [--json] [--roofline-plot FILE.png]]
+            [--repeat N] [--roofline [--json] [--roofline-plot FILE.png] [--onnx M.onnx]]
 
 Prints a summary (tasks run, per-unit busy time and utilization and total
 cycles in timed mode, races, deadlocks, unconsumed tokens).  Exit status: 0
@@ -434,6 +434,10 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     bad_path = _check_paths(args, outputs)
     if bad_path is not None:
         return bad_path
+    least, bad_model = roofline_cli.least_work(args)
+    if bad_model is not None:
+        print(bad_model, file=sys.stderr)
+        return 1
     try:
         interp = NemInterpreter(
             device=args.device,
@@ -602,7 +606,7 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         for line in written:
             print(line)
     if args.roofline:
-        roofline_cli.print_report(s, result, args)
+        roofline_cli.print_report(s, result, args, least)
     if result.error is not None:
         print(result.error.render(), file=sys.stderr)
         failed = True

@@ -1,4 +1,4 @@
-"""`nem-run --mode timed --roofline [--json] [--roofline-plot FILE.png]`:
+"""`nem-run --mode timed --roofline [--json] [--roofline-plot FILE.png] [--onnx M.onnx]`:
 the roofline report of a timed run (D-RT-ROOFLINE, D-CLI-ROOFLINE), as text
 after the run's summary, as one JSON document on standard output (`--json`,
 for tools: nothing else is printed there), and as a per-group bar chart
@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from nem.runtime.roofline import Least
     from nem.runtime.session import RunResult, Session
 
 
@@ -35,12 +36,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE.png",
         help="with --roofline: a bar chart of each group's cycles beside its bound",
     )
+    p.add_argument(
+        "--onnx",
+        metavar="MODEL.onnx",
+        help="with --roofline: the ONNX model the program was compiled from (nem-compile "
+        "-o M.nemb); each node's row gets its ideal bound, the bound of the node's tensors "
+        "moved once and its MACs (D-RT-ROOFLINE)",
+    )
 
 
 def usage_problem(args: argparse.Namespace) -> str | None:
     """Flags that do not go together (a usage error, before any work)."""
     if args.json and not args.roofline:
         return "--json prints the roofline report: it needs --roofline"
+    if args.onnx and not args.roofline:
+        return "--onnx gives the roofline report's ideal bounds: it needs --roofline"
     if args.roofline_plot and not args.roofline:
         return "--roofline-plot draws the roofline report: it needs --roofline"
     if args.roofline and args.mode != "timed":
@@ -66,12 +76,35 @@ def write_plot(session: Session, args: argparse.Namespace) -> list[str]:
     return [f"roofline plot: {args.roofline_plot}"]
 
 
-def print_report(session: Session, result: RunResult, args: argparse.Namespace) -> None:
+def least_work(args: argparse.Namespace) -> tuple[Least | None, str | None]:
+    """The least work of the nodes of `--onnx`'s model (D-RT-ROOFLINE,
+    "Ideal bound"), read and validated as nem-compile reads a model
+    (D-COMPILE-VALIDATE) before the run; or the diagnostic saying why the
+    file cannot be read."""
+    if not args.onnx:
+        return None, None
+    from nem.dialect.limits import DEFAULT_MAX_NODES
+    from nem.frontends.onnx import OnnxImportError
+    from nem.frontends.onnx.traffic import NodeTraffic
+    from nem.frontends.onnx.validate import load_model, validate
+
+    try:
+        model = load_model(args.onnx, args.onnx)
+        validate(model, args.onnx, DEFAULT_MAX_NODES)
+    except OnnxImportError as e:
+        return None, e.render()
+    return NodeTraffic(model).of, None
+
+
+def print_report(
+    session: Session, result: RunResult, args: argparse.Namespace, least: Least | None = None
+) -> None:
     """The report: text, or with --json the JSON document (with the run's
     status, race count, deadlock witness and each unit instance's
     utilization (the summary's table), so a tool needs nothing else
-    from standard output; diagnostics stay on standard error)."""
-    rep = session.roofline()
+    from standard output; diagnostics stay on standard error); `least`:
+    the nodes' least work (`least_work`), for the ideal bounds."""
+    rep = session.roofline(least)
     if args.json:
         doc = {
             "status": result.status,

@@ -33,6 +33,12 @@ The bound is the device's; `usable_units` are the units the program's
 tasks can run on (a program compiled with `--engines 1` reaches one
 engine's), and each row's `usable_bound` divides by those.
 
+Given the least work of the program's ONNX nodes (their tensors once and
+their MACs, `nem.frontends.onnx.traffic`, joined by the CLI or a script:
+this module reads no model), each node row also gets an `ideal_bound`
+(`ideal_bounds`): the compiled bound counts a transfer made twice twice,
+the ideal does not.
+
 The tally (`Tally`) is fed one task at a time by the scheduler in timed
 mode: cost per task O(1) (a bisection for a task that starts before its
 group's last busy interval), nothing enumerated afterwards but the groups.
@@ -45,7 +51,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from xdsl.ir import SSAValue
 
@@ -53,7 +59,7 @@ from nem.dialect.diagnostics import located_nodes
 from nem.dialect.ops import RegionOp
 from nem.dialect.semantics.units import DEVICE_UNITS
 from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl
-from nem.runtime.task_cost import Work
+from nem.runtime.task_cost import Profile, UnitChars, Work, macs_per_cycle
 
 LATENCY = "latency"
 """The binding kind when no unit kind is busy half a group's cycles."""
@@ -116,6 +122,7 @@ class Group:
     work: dict[str, float] = field(default_factory=dict)  # amount / rate, cycles
     busy: dict[str, int] = field(default_factory=dict)  # task durations, cycles
     fused: dict[str, None] = field(default_factory=dict)  # ONNX nodes fused into it, in order
+    nodes: dict[str, None] = field(default_factory=dict)  # their names: its own, then the fused
 
     def add(self, utype: str, w: Work, start: int, end: int) -> None:
         self.tasks += 1
@@ -129,13 +136,11 @@ class Group:
         self.busy[utype] = self.busy.get(utype, 0) + (end - start)
 
 
-def _node_names(tpl: TaskTpl) -> list[str]:
-    """`node 'conv1' (Conv)` for each ONNX node a task is located at, the
-    node it was compiled from first, then those fused into it (D-BC-NODES);
-    [] for a task located at none."""
-    return [
-        f"node '{name}' ({op})" for name, op, _file, _line in located_nodes(str(tpl.op.location))
-    ]
+def _located(tpl: TaskTpl) -> list[tuple[str, str]]:
+    """(name, op type) of each ONNX node a task is located at, the node it
+    was compiled from first, then those fused into it (D-BC-NODES); [] for
+    a task located at none."""
+    return [(name, op) for name, op, _file, _line in located_nodes(str(tpl.op.location))]
 
 
 def _buffer(region: SSAValue) -> SSAValue:
@@ -178,10 +183,12 @@ def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
         return sources.pop() if len(sources) == 1 and None not in sources else None
 
     def place(tpl: TaskTpl, fallback: Callable[[], int]) -> None:
-        names = _node_names(tpl)
+        located = _located(tpl)
+        names = [f"node '{name}' ({op})" for name, op in located]
         found = group(names[0], "node", tpl.line) if names else producer(tpl)
         g = of[tpl.seq_id] = found if found is not None else fallback()
         groups[g].fused.update(dict.fromkeys(names[1:]))
+        groups[g].nodes.update(dict.fromkeys(name for name, _ in located))
         at.append((tpl.line, g))
         if groups[g].kind == "node":
             made_by[tpl.value] = g
@@ -300,17 +307,30 @@ class Row:
     fused: list[str] = field(default_factory=list)  # `Group.fused`
     usable_bound: float = 0.0  # the bound over `Report.usable_units`
     usable_roof: str | None = None
+    ideal_bound: float | None = None  # the least work's bound (`ideal_bound`), when asked
 
     @property
     def ratio(self) -> float | None:
         return self.cycles / self.bound if self.bound > 0 else None
 
     @property
+    def ideal_ratio(self) -> float | None:
+        return self.cycles / self.ideal_bound if self.ideal_bound else None
+
+    @property
     def usable_ratio(self) -> float | None:
         return self.cycles / self.usable_bound if self.usable_bound > 0 else None
 
-    def to_json(self) -> dict[str, object]:
-        return {
+    def to_json(self, ideal: bool = False) -> dict[str, object]:
+        """The row; with `ideal`, its `ideal_bound` and `ideal_ratio` too
+        (null for a row without one)."""
+        extra: dict[str, object] = {}
+        if ideal:
+            extra = {
+                "ideal_bound": None if self.ideal_bound is None else round(self.ideal_bound, 3),
+                "ideal_ratio": None if self.ideal_ratio is None else round(self.ideal_ratio, 4),
+            }
+        return extra | {
             "name": self.name,
             "kind": self.kind,
             "line": self.line,
@@ -394,6 +414,7 @@ class Report:
     groups: list[Row]
     usable_units: dict[str, int] = field(default_factory=dict)  # `usable_counts`
     profiled: bool = False  # a timing profile overrides D-RT-COST's numbers
+    ideal: bool = False  # rows have an `ideal_bound` where the model gave their nodes' work
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -402,8 +423,8 @@ class Report:
             "decision": "D-RT-ROOFLINE",
             "units": self.units,
             "usable_units": self.usable_units,
-            "total": self.total.to_json(),
-            "groups": [g.to_json() for g in self.groups],
+            "total": self.total.to_json(self.ideal),
+            "groups": [g.to_json(self.ideal) for g in self.groups],
         }
 
     def kinds(self) -> list[str]:
@@ -427,6 +448,7 @@ class Report:
             f"{self.device}, units {_counts(self.units)}",
             f"{'group':<34}{'tasks':>7}{'cycles':>10}{'bound':>10}{'ratio':>8}  {'roof':<6}"
             + (f"{'u-bound':>10}{'u-ratio':>8}  " if own else "")
+            + (f"{'ideal':>10}{'i-ratio':>8}  " if self.ideal else "")
             + f"{'binds':<9}"
             + "".join(f"{u:>7}" for u in kinds),
         ]
@@ -440,6 +462,9 @@ class Report:
             line = f"{name:<34}{r.tasks:>7}{r.cycles:>10}{bound:>10}{ratio:>8}  {r.roof or '-':<6}"
             if own:
                 bound, ratio = shown(r.cycles, r.usable_bound)
+                line += f"{bound:>10}{ratio:>8}  "
+            if self.ideal:
+                bound, ratio = shown(r.cycles, r.ideal_bound) if r.ideal_bound else ("-", "-")
                 line += f"{bound:>10}{ratio:>8}  "
             out.append(f"{line}{r.binds:<9}{util}")
         out += [f"{f} fused into {r.name}" for r in self.groups for f in r.fused]
@@ -462,6 +487,11 @@ class Report:
             out.append(
                 f"u-bound, u-ratio: the bound over the units the program's tasks can run on "
                 f"({_counts(own)}), and cycles / it"
+            )
+        if self.ideal:
+            out.append(
+                "ideal, i-ratio: the bound of the ONNX nodes' least work (the tensors entering and "
+                "leaving the group once, its MACs), and cycles / it"
             )
         return "\n".join(out)
 
@@ -487,6 +517,66 @@ def shown(cycles: int, bound: float) -> tuple[str, str]:
     return b, f"{cycles / float(b):.2f}" if float(b) > 0 else "-"
 
 
+class LeastWork(Protocol):
+    """The least work of a group of ONNX nodes (`nem.frontends.onnx.traffic`):
+    `moved` bytes, `macs` multiply-accumulates in element type `elem`."""
+
+    @property
+    def moved(self) -> int: ...
+    @property
+    def macs(self) -> int: ...
+    @property
+    def elem(self) -> str | None: ...
+
+
+Least = Callable[[list[str]], LeastWork | None]
+"""The least work of the nodes named (a group's own node and those fused
+into it), None when the model cannot say."""
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """What prices a least work: the device's units and D-RT-COST's
+    throughputs (the run's profile)."""
+
+    units: Mapping[str, int]
+    unit_chars: UnitChars
+    profile: Profile
+
+    def cycles(self, w: LeastWork) -> tuple[float, float]:
+        """(transfer cycles, NMU cycles) of `w`: its bytes over every transfer
+        unit of the device at its bandwidth, its MACs over the NMUs at the
+        rate of `elem` (`task_cost.macs_per_cycle`)."""
+        bw = sum(
+            n * self.profile[u]["bandwidth"]
+            for u, n in self.units.items()
+            if "bandwidth" in self.profile.get(u, {})
+        )
+        rate = self.units.get("NMU", 0) * macs_per_cycle(w.elem, self.unit_chars, self.profile)
+        return (w.moved / bw if bw else 0.0, w.macs / rate if rate else 0.0)
+
+
+def ideal_bounds(rows: list[tuple[Group, Row]], total: Row, least: Least, price: Pricing) -> None:
+    """Each node row's `ideal_bound`: the larger of its least work's
+    transfer and NMU cycles (`Pricing.cycles`); the program's: the larger of
+    the sums over its node groups, when every one has a least work.  A
+    lower bound by construction: CSTL, VPU work and latencies left out."""
+    sums, priced, missing = [0.0, 0.0], False, False
+    for g, r in rows:
+        if g.kind != "node":
+            continue
+        w = least(list(g.nodes))
+        if w is None:
+            missing = True
+            continue
+        moved, macs = price.cycles(w)
+        r.ideal_bound = max(moved, macs)
+        sums = [sums[0] + moved, sums[1] + macs]
+        priced = True
+    if priced and not missing:
+        total.ideal_bound = max(sums)
+
+
 def report(
     tally: Tally,
     total_cycles: int,
@@ -494,22 +584,29 @@ def report(
     device: str,
     usable: dict[str, int] | None = None,
     profiled: bool = False,
+    least: tuple[Least, Pricing] | None = None,
 ) -> Report:
     """The report of `tally`; `usable`: the units the program's tasks can run
     on (`usable_counts`), the device's when None; `profiled`: a timing
     profile (`nem-run --profile`) changed the throughputs, which the header
     then says (an outside review, session 25, saw D-RT-COST named for
-    bounds its profile had halved)."""
+    bounds its profile had halved); `least`: the least work of the program's
+    ONNX nodes and its pricing, which give rows an `ideal_bound`."""
     units = tally.units
     usable = {u: usable.get(u, 0) for u in units} if usable is not None else dict(units)
+    pairs = [(g, row(g, units, usable=usable)) for g in tally.groups if g.tasks]
+    total = row(tally.total, units, total_cycles, usable)
+    if least is not None:
+        ideal_bounds(pairs, total, *least)
     return Report(
         program,
         device,
         units,
-        row(tally.total, units, total_cycles, usable),
-        [row(g, units, usable=usable) for g in tally.groups if g.tasks],
+        total,
+        [r for _, r in pairs],
         usable,
         profiled,
+        least is not None,
     )
 
 

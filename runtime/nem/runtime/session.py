@@ -535,8 +535,11 @@ class Session:
     def dump_trace(self) -> str:
         return trace_mod.to_table(self.sched.trace, self.sched.timed)
 
-    def roofline(self) -> roofline.Report:
-        """The roofline report of what has run so far (timed mode, D-RT-ROOFLINE)."""
+    def roofline(self, least: roofline.Least | None = None) -> roofline.Report:
+        """The roofline report of what has run so far (timed mode, D-RT-ROOFLINE);
+        with `least`, the least work of the program's ONNX nodes (a
+        `nem.frontends.onnx.traffic.NodeTraffic`'s `of`), each node row's
+        ideal bound too."""
         tally = self.sched.roofline
         if tally is None:
             raise ValueError(
@@ -545,6 +548,9 @@ class Session:
                 "set_mode('timed') before start()"
             )
         dev = self.program.device
+        price = roofline.Pricing(
+            tally.units, dev.unit_characteristics if dev is not None else {}, self.sched.profile
+        )
         return roofline.report(
             tally,
             self.sched.total_cycles,
@@ -552,6 +558,7 @@ class Session:
             dev.name if dev is not None else "device-agnostic",
             roofline.usable_counts(p[3] for p in self.sched.placements.values()),
             self.sched.profile != DEFAULT_PROFILE,
+            (least, price) if least is not None else None,
         )
 
     def export_trace(self, path: str) -> None:

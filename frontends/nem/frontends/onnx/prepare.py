@@ -517,6 +517,20 @@ def _working(graph: onnx.GraphProto) -> list[tuple[str, list[str], list[str]]]:
     return out
 
 
+def user_graph(
+    model: onnx.ModelProto,
+) -> tuple[onnx.ModelProto, dict[str, tuple[int, str]], dict[str, int]]:
+    """Steps 1 and 2 on a copy of `model`: every node named (`name_nodes`)
+    and function ops replaced by their bodies (`expand_functions`); the copy,
+    the node index and the op types expanded.  The graph whose node names
+    the program's locations carry (D-COMPILE-LOC), so what reads a model's
+    nodes beside a compiled program (`traffic`) names them the same way."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    node_index = name_nodes(m.graph)
+    return m, node_index, expand_functions(m, SUPPORTED, node_index, value_types)
+
+
 def prepare(
     model: onnx.ModelProto,
     simplify_graph: bool = True,
@@ -527,10 +541,7 @@ def prepare(
     locates it.  `early(model, node_index)` sees the model after step 5,
     before the simplifier is loaded; True: the model fails whatever the
     simplifier does, which is then skipped (D-COMPILE-EARLY-UNSUPPORTED)."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    node_index = name_nodes(m.graph)
-    expanded = expand_functions(m, SUPPORTED, node_index, value_types)
+    m, node_index, expanded = user_graph(model)
     with_shapes(m, infer_shapes_strict(m))
     user = m.graph
     checker = None

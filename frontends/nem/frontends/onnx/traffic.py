@@ -1,0 +1,131 @@
+"""What the ONNX nodes of a model must move and compute at the least: the
+tensors a group of nodes reads from outside it and writes for outside it,
+each once, and the multiply-accumulates of its Conv, ConvTranspose, MatMul
+and Gemm nodes (D-RT-ROOFLINE, "Ideal bound", session 26).
+
+The roofline report's bound counts the program as compiled: a transfer
+made twice counts twice, so a compile that moves more bytes raises its own
+bound and looks closer to it (an outside review, session 25: a MobileNetV2
+block's 1x1 conv at 1.77x its bound moved its input four times; moving
+each tensor once it is 3.13x).  `NodeTraffic` gives the work of the
+model's nodes themselves, which the report prices with the same
+throughputs (`nem.runtime.roofline.ideal_bound`) beside the compiled bound.
+
+The nodes are the user's, named as the compiled program's locations name
+them (`prepare.user_graph`): a group is a node and the nodes fused into it
+(D-BC-NODES), so a Conv with its BatchNormalization and Relu moves its
+input, its weights, the normalization's parameters and the Relu's output,
+not the values passed between them.  Element sizes are the program's: f64
+and int64 are computed in f32 and i32 (D-COMPILE-F64, D-COMPILE-I64).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import onnx
+
+from nem.frontends.onnx.prepare import user_graph, value_types
+
+_T = onnx.TensorProto
+PROGRAM_ELEM: dict[int, tuple[str, int]] = {
+    _T.FLOAT: ("f32", 4),
+    _T.DOUBLE: ("f32", 4),
+    _T.FLOAT16: ("f16", 2),
+    _T.INT32: ("i32", 4),
+    _T.INT64: ("i32", 4),
+    _T.BOOL: ("i8", 1),
+}
+"""ONNX element type -> the program's element type and its bytes."""
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The least work of a group of nodes: `moved` bytes (its boundary's
+    tensors once), `macs` multiply-accumulates in element type `elem` (None
+    without MACs)."""
+
+    moved: int
+    macs: int
+    elem: str | None
+
+
+class NodeTraffic:
+    """The nodes of one model, asked per group (`of`): built once in time
+    linear in the graph; a query costs the group's nodes and their uses."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        m, _, _ = user_graph(model)
+        self._types = value_types(m)
+        self._nodes = {n.name: n for n in m.graph.node}
+        self._users: dict[str, set[str]] = {}
+        for n in m.graph.node:
+            for v in n.input:
+                self._users.setdefault(v, set()).add(n.name)
+        self._outputs = {o.name for o in m.graph.output}
+
+    def of(self, names: Iterable[str]) -> Traffic | None:
+        """The least work of the nodes `names` run as one group; None when one
+        is not a node of the model or a tensor it moves has no static shape
+        or a type the program does not hold."""
+        group = list(dict.fromkeys(names))
+        if not group or any(g not in self._nodes for g in group):
+            return None
+        nodes = [self._nodes[g] for g in group]
+        made = {o for n in nodes for o in n.output if o}
+        read = {i for n in nodes for i in n.input if i and i not in made}
+        written = {o for o in made if o in self._outputs or self._users.get(o, set()) - set(group)}
+        moved = 0
+        for v in read | written:
+            size = self._bytes(v)
+            if size is None:
+                return None
+            moved += size
+        macs, elem = 0, None
+        for n in nodes:
+            k = self._macs(n)
+            if k is None:
+                return None
+            if k:
+                macs += k
+                elem = elem or self._elem(n.input[0])
+        return Traffic(moved, macs, elem)
+
+    def _shape(self, v: str) -> list[int] | None:
+        t = self._types.get(v)
+        if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+            return None
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.tensor_type.shape.dim]
+        return None if any(d < 0 for d in dims) else dims
+
+    def _elem(self, v: str) -> str | None:
+        t = self._types.get(v)
+        known = PROGRAM_ELEM.get(t.tensor_type.elem_type) if t is not None else None
+        return known[0] if known else None
+
+    def _bytes(self, v: str) -> int | None:
+        shape = self._shape(v)
+        t = self._types.get(v)
+        known = PROGRAM_ELEM.get(t.tensor_type.elem_type) if t is not None else None
+        if shape is None or known is None:
+            return None
+        return math.prod(shape) * known[1]
+
+    def _macs(self, n: onnx.NodeProto) -> int | None:
+        """The node's multiply-accumulates; 0 for an op without; None when a
+        shape they need is unknown."""
+        if n.op_type not in ("Conv", "ConvTranspose", "MatMul", "Gemm"):
+            return 0
+        a, b = self._shape(n.input[0]), self._shape(n.input[1])
+        y = self._shape(n.output[0])
+        if a is None or b is None or y is None:
+            return None
+        if n.op_type == "Conv":  # each output element: C/group x the window
+            return math.prod(y) * math.prod(b[1:])
+        if n.op_type == "ConvTranspose":  # each input element: M/group x the window
+            return math.prod(a) * math.prod(b[1:])
+        trans_a = any(at.name == "transA" and at.i for at in n.attribute)
+        k = a[0] if n.op_type == "Gemm" and trans_a else a[-1]
+        return math.prod(y) * k

@@ -1,0 +1,131 @@
+"""The roofline report's ideal bound (D-RT-ROOFLINE, "Ideal bound", session
+26): the bound of what an ONNX node must do at the least, its tensors moved
+once and its MACs, beside the bound of the program as compiled, which
+counts a transfer made twice twice (an outside review, session 25: a
+MobileNetV2 block's 1x1 conv at 1.77x its compiled bound was 3.13x the
+bound of its tensors moved once).  The least work recomputed by hand, its
+pricing by D-RT-COST's numbers, the report's text and JSON, and
+`nem-run --roofline --onnx`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("mlir.ir")
+
+from onnx import TensorProto, helper  # noqa: E402
+from test_roofline_groups import conv_bn_relu, timed_session  # noqa: E402
+
+from nem.cli.nem_run import run  # noqa: E402
+from nem.frontends.onnx.traffic import NodeTraffic, Traffic  # noqa: E402
+
+X, C1, PARAMS, V = 1 * 3 * 16 * 16 * 4, 8 * 3 * 3 * 3 * 4, 3 * 8 * 4, 8 * 4
+"""conv_bn_relu's bytes: the input, conv1's weights, the normalization's
+scale, bias and mean (initializers), its variance (the `var` node's output)."""
+ACT = 8 * 16 * 16 * 4  # an 8x16x16 f32 activation
+MACS1 = 8 * 16 * 16 * 3 * 3 * 3  # conv1: each output element, 3 channels x 3x3
+DMA_BYTES_PER_CYCLE = 16 * 32 + 4 * 16  # npm_pro_x1: DMA x16 at 32 B, sDMA x4 at 16 B
+F32_MACS_PER_CYCLE = 8 * 4096 // 4  # NMU x8, fp16_macs 4096, f32 a quarter (D-RT-COST)
+
+
+def test_the_least_work_of_a_node_and_of_its_fused_group_by_hand():
+    """A group moves what enters and leaves it: conv1 alone writes its
+    output for the normalization; with the normalization and the Relu fused
+    into it (the group the report shows) it reads their parameters and
+    writes the Relu's output instead, and the values between them are not
+    moved at all."""
+    least = NodeTraffic(conv_bn_relu())
+    assert least.of(["conv1"]) == Traffic(X + C1 + ACT, MACS1, "f32")
+    assert least.of(["conv1", "bn", "relu1"]) == Traffic(X + C1 + PARAMS + V + ACT, MACS1, "f32")
+    conv2 = 8 * 16 * 16 * 8 * 3 * 3
+    assert least.of(["conv2", "relu2"]) == Traffic(ACT + 8 * 8 * 3 * 3 * 4 + ACT, conv2, "f32")
+    assert least.of(["relu2"]) == Traffic(2 * ACT, 0, None)
+    assert least.of(["no_such_node"]) is None
+
+
+def _gemm(trans_a: int, batch: object):
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["a", "b"], ["y"], name="g", transA=trans_a)],
+        "gemm",
+        [
+            helper.make_tensor_value_info(
+                "a", TensorProto.FLOAT, [32, batch] if trans_a else [batch, 32]
+            ),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [32, 16]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 16])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("trans_a", [0, 1])
+def test_a_gemms_macs_follow_trans_a_and_an_unknown_shape_gives_none(trans_a):
+    """M x N x K with K the reduced dimension of A, transposed or not; a
+    tensor without a static shape has no size: no least work (the row then
+    shows no ideal bound rather than a wrong one)."""
+    assert NodeTraffic(_gemm(trans_a, 4)).of(["g"]) == Traffic(
+        (4 * 32 + 32 * 16 + 4 * 16) * 4, 4 * 16 * 32, "f32"
+    )
+    assert NodeTraffic(_gemm(trans_a, "n")).of(["g"]) is None
+
+
+@pytest.fixture(scope="module")
+def conv_bn_relu_report():
+    proto = conv_bn_relu()
+    return timed_session(proto, "conv_bn")[0], proto
+
+
+def test_each_node_row_gets_the_bound_of_its_least_work(conv_bn_relu_report):
+    """Priced by hand from D-RT-COST's numbers: bytes over every transfer
+    unit of the device, MACs over its NMUs at f32's rate; the program's
+    ideal is the larger of the sums over its node groups."""
+    session, proto = conv_bn_relu_report
+    rep = session.roofline(NodeTraffic(proto).of)
+    rows = {r.name: r for r in rep.groups}
+    conv1 = rows["node 'conv1' (Conv)"]
+    moved1 = (X + C1 + PARAMS + V + ACT) / DMA_BYTES_PER_CYCLE
+    assert conv1.ideal_bound == pytest.approx(max(moved1, MACS1 / F32_MACS_PER_CYCLE))
+    assert conv1.ideal_ratio == pytest.approx(conv1.cycles / conv1.ideal_bound)
+    nodes = [r for r in rep.groups if r.kind == "node"]
+    assert all(r.ideal_bound for r in nodes)
+    moved = sum(
+        NodeTraffic(proto).of([r.name.split("'")[1], *(f.split("'")[1] for f in r.fused)]).moved
+        for r in nodes
+    )
+    assert rep.total.ideal_bound == pytest.approx(moved / DMA_BYTES_PER_CYCLE)
+    assert rep.total.ideal_bound < rep.total.bound  # this program moves more than the least
+    doc = rep.to_json()
+    assert doc["total"]["ideal_bound"] == round(rep.total.ideal_bound, 3)
+    assert all("ideal_ratio" in g for g in doc["groups"])
+    assert "ideal_bound" not in session.roofline().to_json()["total"]  # not asked: as before
+    table = rep.to_text().splitlines()
+    assert table[1].split()[5:8] == ["roof", "ideal", "i-ratio"]
+    assert "ideal, i-ratio: the bound of the ONNX nodes' least work" in rep.to_text()
+
+
+def test_nem_run_reads_the_model_for_the_ideal_bounds(tmp_path, capsys):
+    """`nem-run M.nemb --mode timed --roofline --onnx M.onnx`; a model file
+    that cannot be read is a diagnostic before the run, not a traceback."""
+    from nem.cli.nem_compile import nemb_bytes
+    from nem.compile import compile_onnx
+
+    proto = conv_bn_relu()
+    onnx_path, nemb = tmp_path / "conv_bn.onnx", tmp_path / "conv_bn.nemb"
+    onnx.save(proto, str(onnx_path))
+    result = compile_onnx(proto, device="npm_pro_x1", origins=True)
+    nemb.write_bytes(nemb_bytes(result, str(nemb), str(onnx_path)))
+    flags = ["--mode", "timed", "--roofline", "--json", "--onnx"]
+    assert run([str(nemb), *flags, str(onnx_path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    conv1 = next(g for g in doc["groups"] if g["name"] == "node 'conv1' (Conv)")
+    assert conv1["ideal_bound"] > 0 and conv1["ideal_ratio"] == pytest.approx(
+        conv1["cycles"] / conv1["ideal_bound"], rel=1e-3
+    )
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage")
+    assert run([str(nemb), *flags, str(bad)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "bad.onnx" in captured.err and "Traceback" not in captured.err
