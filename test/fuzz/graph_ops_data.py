@@ -1,7 +1,8 @@
 """The graph fuzzer's entries for the ops that move, index, reshape or
 retype data, and for sequences (docs/compile.md "Supported ONNX": Cast,
 ConstantOfShape, Expand, Gather, Pad, Shape, Size, Squeeze, Unsqueeze,
-Tile, Sequence*, SplitToSequence, ConcatFromSequence).
+Tile, DepthToSpace, SpaceToDepth, Sequence*, SplitToSequence,
+ConcatFromSequence).
 
 An entry that makes a value the model's float values are not (an int64
 shape or index, a tensor of the other float precision, a sequence) also
@@ -183,6 +184,27 @@ def resize(b: Builder) -> None:
     if b.rng.random() < 0.3:
         modes = {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
     b.add("Resize", [x.name, "", "", b.ints(sizes)], pos=x.pos, **modes)
+
+
+@op("DepthToSpace")
+def depth_to_space(b: Builder) -> None:
+    """Channels to blocks of pixels, in either mode (D-COMPILE-SHAPES)."""
+    k = b.rng.choice((2, 3))
+    x = b.pick_or_new(
+        lambda v: v.rank == 4 and v.shape[1] % (k * k) == 0 and v.size <= 1024,
+        lambda: (1, k * k * b.rng.randint(1, 2), b.rng.randint(1, 4), b.rng.randint(1, 4)),
+    )
+    b.add("DepthToSpace", [x.name], pos=x.pos, blocksize=k, mode=b.rng.choice(("DCR", "CRD")))
+
+
+@op("SpaceToDepth")
+def space_to_depth(b: Builder) -> None:
+    k = b.rng.choice((2, 3))
+    x = b.pick_or_new(
+        lambda v: v.rank == 4 and v.shape[2] % k == 0 and v.shape[3] % k == 0 and v.size <= 1024,
+        lambda: (1, b.rng.randint(1, 3), k * b.rng.randint(1, 2), k * b.rng.randint(1, 2)),
+    )
+    b.add("SpaceToDepth", [x.name], pos=x.pos, blocksize=k)
 
 
 @op("Squeeze")

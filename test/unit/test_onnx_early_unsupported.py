@@ -165,18 +165,20 @@ def test_an_op_type_shape_inference_cannot_follow_is_named(monkeypatch):
 
 
 def test_an_op_type_with_an_exact_rewrite_names_it():
-    """DepthToSpace has no converter; its fix names the rewrite that works
-    (its definition: Reshape + Transpose + Reshape), not the generic
-    pointer."""
+    """Upsample has no converter; its fix names the rewrite that works
+    (nearest by whole factors: Reshape + Expand + Reshape), not the generic
+    pointer.  (DepthToSpace, the example before session 26, converts.)"""
     from nem.frontends.onnx import import_onnx
     from nem.frontends.onnx.diagnostics import OnnxImportError
 
+    scales = onnx.numpy_helper.from_array(np.ones(2, np.float32), "sc")
     with pytest.raises(OnnxImportError) as e:
         import_onnx(
-            _model([helper.make_node("DepthToSpace", ["x"], ["y"], name="d2s", blocksize=2)]),
-            file="d2s.onnx",
+            _model([helper.make_node("Upsample", ["x", "sc"], ["y"], name="up")], [scales]),
+            file="up.onnx",
         )
-    assert "Reshape + Transpose + Reshape" in e.value.render()
+    assert "node 0 'up' (Upsample)" in e.value.render()
+    assert "Reshape + Expand + Reshape, exactly" in e.value.render()
 
 
 @pytest.mark.parametrize("mode", ["linear", "cubic"])

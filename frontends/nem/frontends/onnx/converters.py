@@ -106,6 +106,8 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "Resize": resize,
     "Gather": shapes.gather,
     "Pad": shapes.pad,
+    "DepthToSpace": shapes.depth_to_space,
+    "SpaceToDepth": shapes.space_to_depth,
     "Cast": shapes.cast,
     "Shape": shapes.shape,
     "Size": shapes.size,

@@ -90,6 +90,8 @@ SUPPORTED: frozenset[str] = frozenset(
         "Resize",
         "Gather",
         "Pad",
+        "DepthToSpace",
+        "SpaceToDepth",
         "Cast",
         "Shape",
         "Size",
@@ -189,8 +191,6 @@ UNSUPPORTED_FIX = "express it with the supported op types (docs/compile.md, 'Sup
 
 REWRITES = {
     "Upsample": "nearest upsampling by whole factors is Reshape + Expand + Reshape, exactly",
-    "DepthToSpace": "write it as its definition: Reshape + Transpose + Reshape",
-    "SpaceToDepth": "write it as its definition: Reshape + Transpose + Reshape",
     "GroupNormalization": "Reshape to [N, groups, -1], InstanceNormalization with scale 1 and "
     "bias 0, Reshape back, then Mul and Add the per-channel scale and bias",
 }

@@ -1,6 +1,7 @@
 """ONNX ops that move or repeat data: Unsqueeze, Squeeze, Tile, Expand,
-Gather with constant indices, Pad, and the compile-time ones (Shape, Size,
-ConstantOfShape, Cast of constants) (D-COMPILE-SHAPES).
+Gather with constant indices, Pad, DepthToSpace, SpaceToDepth, and the
+compile-time ones (Shape, Size, ConstantOfShape, Cast of constants)
+(D-COMPILE-SHAPES).
 
 Each is a view or a copy the lowering turns into transfers:
 
@@ -12,6 +13,8 @@ Each is a view or a copy the lowering turns into transfers:
 * `Gather` with constant indices is one strided `tensor.extract_slice`
   when the indices are an arithmetic progression (a view), else one slice
   per index concatenated (copies);
+* `DepthToSpace` and `SpaceToDepth` are their ONNX definitions: a reshape
+  to six dimensions, one transposing copy, a reshape back;
 * `Pad`: `constant` mode is a `tensor.pad` (a fill and a copy; a zero
   Pad before a Conv is folded into the Conv's pads by the graph
   simplifier, D-COMPILE-SIMPLIFY), `reflect` and `edge` modes concatenate
@@ -448,3 +451,55 @@ def cast(imp: Importer, node: Node) -> None:
 
     value, perm = elementwise(imp, [x], body, elem=target)
     imp.define(node.outputs[0], value, perm)
+
+
+def depth_to_space(imp: Importer, node: Node) -> None:
+    """ONNX's definition: [N, C, H, W] to [N, C/b², H b, W b] by a reshape
+    to six dimensions (DCR: the block before the channels, CRD: after), a
+    transpose and a reshape."""
+    x, b = _blocked(imp, node)
+    n, c, h, w = x.shape
+    if c % (b * b):
+        raise imp.error(f"DepthToSpace of {c} channels: not a multiple of blocksize² = {b * b}")
+    mode = node.attrs.get("mode", b"DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ("DCR", "CRD"):
+        raise imp.error(f"DepthToSpace mode {mode!r}: ONNX defines DCR and CRD")
+    split, perm = (
+        ([n, b, b, c // (b * b), h, w], [0, 3, 4, 1, 5, 2])
+        if mode == "DCR"
+        else ([n, c // (b * b), b, b, h, w], [0, 1, 4, 2, 5, 3])
+    )
+    _shuffle(imp, node, x, split, perm, [n, c // (b * b), h * b, w * b])
+
+
+def space_to_depth(imp: Importer, node: Node) -> None:
+    """ONNX's definition: [N, C, H, W] to [N, C b², H/b, W/b]."""
+    x, b = _blocked(imp, node)
+    n, c, h, w = x.shape
+    if h % b or w % b:
+        raise imp.error(f"SpaceToDepth of {h}x{w}: not a multiple of blocksize {b}")
+    split = [n, c, h // b, b, w // b, b]
+    _shuffle(imp, node, x, split, [0, 3, 5, 1, 2, 4], [n, c * b * b, h // b, w // b])
+
+
+def _blocked(imp: Importer, node: Node) -> tuple[TensorVal, int]:
+    x = imp.tensor(node.input(0))
+    if x.rank != 4:
+        raise imp.error(f"{node.op_type} of a rank-{x.rank} tensor: ONNX defines rank 4")
+    b = int(node.attrs.get("blocksize", 0))
+    if b < 1:
+        raise imp.error(f"{node.op_type} blocksize {b}: must be at least 1")
+    return x, b
+
+
+def _shuffle(
+    imp: Importer,
+    node: Node,
+    x: TensorVal,
+    split: Sequence[int],
+    perm: Sequence[int],
+    out: Sequence[int],
+) -> None:
+    moved = emit.transpose(emit.reshape(imp.logical(x), split), perm)
+    imp.define(node.outputs[0], emit.reshape(moved, out))
