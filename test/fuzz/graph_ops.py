@@ -545,6 +545,28 @@ for _name in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"):
     _reduce(_name)
 
 
+def _arg_extreme(name: str) -> None:
+    @op(name)
+    def entry(b: Builder) -> None:
+        """On a graph input (read by both sides bit for bit: a value one ulp
+        apart upstream could move the extreme), its index cast back to the
+        model's float type."""
+        x = b.pick_input(b.shape)
+        if x.rank == 0:
+            raise Skip  # ONNX's ArgMax takes rank >= 1
+        attrs: dict[str, object] = {"axis": axis(b, x.rank)}
+        if b.rng.random() < 0.5:
+            attrs["keepdims"] = b.rng.randint(0, 1)
+        if b.rng.random() < 0.3:
+            attrs["select_last_index"] = 1
+        (k,) = b.add(name, [x.name], **attrs)
+        b.add("Cast", [k.name], to=b.elem)
+
+
+for _name in ("ArgMax", "ArgMin"):
+    _arg_extreme(_name)
+
+
 def _softmax(name: str, pos: bool) -> None:
     @op(name)
     def entry(b: Builder) -> None:

@@ -20,11 +20,13 @@ BIN = Path(sys.executable).parent
 DEVICE = "npm_pro_x1"  # f32 and f16 eltwise/gemm/conv variants (npm_pro lacks f32 eltwise)
 
 
-def run_compiled(result, model, device: str = DEVICE, schedules: int = 2):
-    """Run a compile's program on the model's seeded random inputs: completed,
-    race-free, the same final memory under `schedules` random schedules.
-    Returns (interpreter after the run, inputs)."""
-    inputs = samples.random_inputs(model, seed=2)
+def run_compiled(result, model, device: str = DEVICE, schedules: int = 2, inputs=None):
+    """Run a compile's program on `inputs` (by ONNX name; default the model's
+    seeded random inputs): completed, race-free, the same final memory
+    under `schedules` random schedules.  Returns (interpreter after the
+    run, inputs)."""
+    if inputs is None:
+        inputs = samples.random_inputs(model, seed=2)
     iface = result.interface
 
     def start():

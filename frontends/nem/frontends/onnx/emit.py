@@ -63,7 +63,7 @@ def empty(shape: Sequence[int], elem: ir.Type) -> ir.Value:
 
 
 def fill(shape: Sequence[int], elem: ir.Type, x: float) -> ir.Value:
-    return value_of(linalg.fill(fconst(elem, x), outs=[empty(shape, elem)]))
+    return value_of(linalg.fill(scalar(elem, x), outs=[empty(shape, elem)]))
 
 
 def _iterators(kinds: Sequence[str]) -> ir.ArrayAttr:

@@ -77,6 +77,8 @@ SUPPORTED: frozenset[str] = frozenset(
         "ReduceMean",
         "ReduceMax",
         "ReduceMin",
+        "ArgMax",
+        "ArgMin",
         "Flatten",
         "Reshape",
         "Transpose",

@@ -1,9 +1,15 @@
-"""ONNX reductions over chosen axes and `Pow` (D-COMPILE-REDUCE).
+"""ONNX reductions over chosen axes, ArgMax/ArgMin and `Pow` (D-COMPILE-REDUCE).
 
 `ReduceSum`, `ReduceMean`, `ReduceMax` and `ReduceMin` are one
 `linalg.generic` with reduction iterators (`emit.reduce`), the reduced
 dimensions kept with size 1 in the tensor's physical layout, then removed
-by a reshape when `keepdims=0`.  f16 sums and means accumulate in f32 and
+by a reshape when `keepdims=0`.  `ArgMax`/`ArgMin` are two such
+reductions: the extreme value along the axis (NaN if the row has one, as
+`maximumf` propagates it), then the least (`select_last_index`: the
+greatest) position holding it (a NaN holds a NaN row's extreme), the
+positions an i32 iota weight rather than `linalg.index`, which the
+runtime's kernel interpreter lacks; the indices are i32, ONNX's int64
+demoted (D-COMPILE-I64).  f16 sums and means accumulate in f32 and
 round once, as the global pools do (D-COMPILE-F16); a mean multiplies the
 sum by `1/n`.  `Pow` is an elementwise `math.powf` (f16 evaluated in f32),
 what exporters write for a layer norm's `(x - mean)^2` before opset 17.
@@ -99,3 +105,52 @@ def _powf(a: ir.Value, b: ir.Value) -> ir.Value:
 
 pow_ = binary(_powf)
 """`Pow`: the exponent a float tensor (of any float type) or a constant (inlined)."""
+
+
+def arg_extreme(kind: str) -> Callable[[Importer, Node], None]:
+    """The converter of `ArgMax` (`kind` "max") or `ArgMin` (module docstring)."""
+    init, combine = COMBINE[kind]
+
+    def convert(imp: Importer, node: Node) -> None:
+        x = imp.tensor(node.input(0))
+        if not isinstance(x.elem, ir.FloatType):
+            raise imp.error(f"not supported: {node.op_type} of {x.elem} values (float only)")
+        axis = imp.axis(int(node.attrs.get("axis", 0)), x.rank)
+        last = bool(int(node.attrs.get("select_last_index", 0)))
+        v = imp.logical(x)
+        extreme = emit.reduce(v, [axis], init, combine)
+        rank, n = x.rank, x.shape[axis]
+        i32 = ir.IntegerType.get_signless(32)
+        iota = imp.weight(np.arange(n, dtype=np.int32), f"{node.name}_positions")
+        kept = [1 if d == axis else s for d, s in enumerate(x.shape)]
+        dims = [ir.AffineDimExpr.get(d) for d in range(rank)]
+        at_axis = ir.AffineMap.get(rank, 0, [dims[axis]])
+        reduced = ir.AffineMap.get(
+            rank, 0, [ir.AffineConstantExpr.get(0) if d == axis else e for d, e in enumerate(dims)]
+        )
+        pick = arith.maxsi if last else arith.minsi
+
+        def body(e: ir.Value, m: ir.Value, k: ir.Value, acc: ir.Value) -> ir.Value:
+            nan = arith.andi(
+                arith.cmpf(arith.CmpFPredicate.UNO, e, e), arith.cmpf(arith.CmpFPredicate.UNO, m, m)
+            )
+            hit = arith.ori(arith.cmpf(arith.CmpFPredicate.OEQ, e, m), nan)
+            return pick(acc, arith.select(hit, k, emit.scalar(i32, -1 if last else n)))
+
+        index = emit.generic(
+            [(v, emit.identity(rank)), (extreme, reduced), (iota.value, at_axis)],
+            emit.fill(kept, i32, -1 if last else n),
+            reduced,
+            [emit.REDUCTION if d == axis else emit.PARALLEL for d in range(rank)],
+            body,
+            pass_output=True,
+        )
+        if int(node.attrs.get("keepdims", 1)):
+            imp.define(node.outputs[0], index)
+        else:
+            imp.define(
+                node.outputs[0],
+                emit.reshape(index, [s for d, s in enumerate(x.shape) if d != axis]),
+            )
+
+    return convert
