@@ -235,8 +235,8 @@ def test_a_part_of_one_tile_stays_whole_when_its_copies_split(hw, k, c, f, parts
     priced as split (session 23) they do not, and the sizes stay: timed
     (the conv's sizes forced, the rest the compile's) fire2/squeeze1x1
     19,426 cycles as one tile per part against 21,409 in row tiles of 1,
-    fire4/squeeze1x1 7,665 against 8,873 (parts of more than SHORT_CUT
-    rows, session 25).  The row-tile candidates are still scored
+    fire4/squeeze1x1 7,665 against 8,873 (dense convolutions: SHORT_CUT
+    does not cut them).  The row-tile candidates are still scored
     (`_split_loop_cut`), and priced without the split the cut is taken as
     before."""
     with ir.Context(), ir.Location.unknown():
@@ -308,6 +308,8 @@ def _grouped(hw: int, k: int, g: int, c: int, f: int) -> str:
 
 G4 = _grouped(14, 1, 4, 68, 68)  # ShuffleNet's stage-3 grouped 1x1 (n74, n78), 14x14
 DW = _grouped(14, 3, 272, 1, 1)  # ShuffleNet's n72: depthwise 3x3 on 272 channels
+G4_28 = _grouped(28, 1, 4, 34, 34)  # a stage-2 grouped 1x1 (136 channels in 4 groups), 28x28
+DW_28 = _grouped(28, 3, 136, 1, 1)  # ShuffleNet's stage-2 depthwise 3x3 (n23, n35, n47)
 
 
 @pytest.mark.parametrize(
@@ -315,10 +317,12 @@ DW = _grouped(14, 3, 272, 1, 1)  # ShuffleNet's n72: depthwise 3x3 on 272 channe
     [
         (G4, [2, 4]),  # ShuffleNet's n74/n78 over 4 engines: 4, 4, 4, 2 rows
         (DW, [2, 4]),  # ShuffleNet's n72: depthwise 3x3 on 272 channels, 14x14
+        (G4_28, [7]),  # 28x28 over 4 engines: 7 rows each (session 26)
+        (DW_28, [7]),
     ],
 )
 def test_a_short_part_of_one_tile_is_cut_whatever_the_estimate(conv, parts):
-    """An engine part of at most SHORT_CUT (4) rows that fits L1 as one tile is
+    """An engine part of at most SHORT_CUT (8) rows that fits L1 as one tile is
     cut into row tiles even where the estimate, one part from an idle start
     with its copies split over the DMAs, prices the one tile lower
     (ShuffleNet's grouped 1x1: 2,137 against 2,564 cycles), which session 23
@@ -326,7 +330,10 @@ def test_a_short_part_of_one_tile_is_cut_whatever_the_estimate(conv, parts):
     one after the other and the layers after it waited for the whole part
     (D-COMPILE-TILE-TIME, session 25: ShuffleNet 497,289 -> 484,902 timed
     cycles, convolutions within 2x 6 -> 13 of 49; the depthwise 3x3 is
-    estimated 1,858 as one tile against 4,336 in rows)."""
+    estimated 1,858 as one tile against 4,336 in rows).  Session 26: the
+    stage-2 parts of 7 rows too (SHORT_CUT 4 -> 8; ShuffleNet 469,359 ->
+    458,670 cycles, 13 -> 18 of 49 within 2x; the depthwise's one tile is
+    estimated 2,865 against 4,379 in rows)."""
     with ir.Context(), ir.Location.unknown():
         _, band = band_of(conv)
         halving = tiling.choose_tile_sizes(band, BUDGET)

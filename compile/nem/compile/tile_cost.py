@@ -37,9 +37,9 @@ the fewest cycles when they are at most TIME_GAIN of the bytes pick's.
 There an engine part the halving sizes leave one tile may also be cut along
 its split loop, in two tiles or more per part (`_split_loop_cut`): one tile
 runs its copy in, convolution and copy out one after the other.  A short
-part (`SHORT_CUT`) of a grouped or depthwise convolution that the estimate
-would leave one tile is cut anyway: the estimate sees one part from an idle
-start, not the layers waiting for it.
+part (cut in `SHORT_CUT` tiles or fewer) of a grouped or depthwise
+convolution that the estimate would leave one tile is cut anyway: the
+estimate sees one part from an idle start, not the layers waiting for it.
 """
 
 from __future__ import annotations
@@ -62,16 +62,17 @@ OVERHEAD = 2048
 TIME_GAIN = 0.9
 """A convolution's or matmul's sizes change from the bytes rule's only for
 an estimated gain of at least a tenth of its cycles (D-COMPILE-TILE-TIME)."""
-SHORT_CUT = 4
+SHORT_CUT = 8
 """An engine part the sizes leave one tile is cut along its split loop
 whenever a cut leaves it at most this many tiles (D-COMPILE-TILE-TIME,
-session 25): the estimate scores one part from an idle start, but in a
+sessions 25-26): the estimate scores one part from an idle start, but in a
 network a part of one tile makes the layers after it wait for its whole
 chain of copy in, convolution and copy out (ShuffleNet's 14x14 parts of 4
-rows).  Longer parts keep the estimate's choice: cut at 8 (SqueezeNet's
-27x27 parts of 6-7 rows), SqueezeNet ran 1.1% slower.  Grouped and
-depthwise convolutions only (`_Model.groups`): dense ones cut so made
-DenseNet-121 0.65% and Inception v1 0.16% slower."""
+rows and its 28x28 parts of 7).  Grouped and depthwise convolutions only
+(`_Model.groups`): dense ones cut so made DenseNet-121 0.65% and Inception
+v1 0.16% slower at 4, SqueezeNet 1.1% at 8 (its 27x27 parts of 6-7 rows).
+Longer parts keep the estimate's choice (cut too, SqueezeNet's 55x55 parts
+of 13-14 rows ran slower)."""
 MAX_CANDIDATES = 200_000
 """Size combinations scored at most (candidates per loop are thinned to the
 powers of two dividing it beyond that)."""
