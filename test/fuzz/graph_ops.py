@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable
 
 import graph_ops_data  # registers the shape, index, cast and sequence entries
+import numpy as np
 from graph_gen import Builder, Skip, Val
 from graph_operands import (
     OPS,
@@ -40,6 +41,7 @@ from graph_operands import (
     partner_shape,
     window,
 )
+from onnx import numpy_helper
 
 __all__ = ["OPS", "UNFUZZED", "WEIGHTS"]
 
@@ -565,6 +567,18 @@ def _arg_extreme(name: str) -> None:
 
 for _name in ("ArgMax", "ArgMin"):
     _arg_extreme(_name)
+
+
+@op("CumSum")
+def cumsum(b: Builder) -> None:
+    """Along one axis (a scalar constant), forward or reverse, inclusive or
+    exclusive."""
+    x = b.pick_or_new(lambda v: v.rank >= 1, b.shape)
+    k = b.fresh("axis")
+    b.inits.append(numpy_helper.from_array(np.array(axis(b, x.rank), np.int64), k))
+    b.consts[k] = b.inits[-1]
+    attrs = {a: 1 for a in ("exclusive", "reverse") if b.rng.random() < 0.4}
+    b.add("CumSum", [x.name, k], **attrs)
 
 
 def _softmax(name: str, pos: bool) -> None:

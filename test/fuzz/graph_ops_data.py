@@ -193,6 +193,7 @@ def depth_to_space(b: Builder) -> None:
     x = b.pick_or_new(
         lambda v: v.rank == 4 and v.shape[1] % (k * k) == 0 and v.size <= 1024,
         lambda: (1, k * k * b.rng.randint(1, 2), b.rng.randint(1, 4), b.rng.randint(1, 4)),
+        p_new=0.3,  # few values have k² channels
     )
     b.add("DepthToSpace", [x.name], pos=x.pos, blocksize=k, mode=b.rng.choice(("DCR", "CRD")))
 
@@ -203,6 +204,7 @@ def space_to_depth(b: Builder) -> None:
     x = b.pick_or_new(
         lambda v: v.rank == 4 and v.shape[2] % k == 0 and v.shape[3] % k == 0 and v.size <= 1024,
         lambda: (1, b.rng.randint(1, 3), k * b.rng.randint(1, 2), k * b.rng.randint(1, 2)),
+        p_new=0.3,
     )
     b.add("SpaceToDepth", [x.name], pos=x.pos, blocksize=k)
 

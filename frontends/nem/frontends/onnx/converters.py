@@ -42,7 +42,7 @@ from nem.frontends.onnx.ops import (
     wide,
 )
 from nem.frontends.onnx.pools import global_pool, pool
-from nem.frontends.onnx.reductions import arg_extreme, pow_, reduction
+from nem.frontends.onnx.reductions import arg_extreme, cumsum, pow_, reduction
 from nem.frontends.onnx.resize import resize
 from nem.frontends.onnx.slices import slice_, split
 
@@ -95,6 +95,7 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "ReduceMin": reduction("min"),
     "ArgMax": arg_extreme("max"),
     "ArgMin": arg_extreme("min"),
+    "CumSum": cumsum,
     "Flatten": flatten,
     "Reshape": reshape,
     "Transpose": transpose,

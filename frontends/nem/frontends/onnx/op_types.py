@@ -79,6 +79,7 @@ SUPPORTED: frozenset[str] = frozenset(
         "ReduceMin",
         "ArgMax",
         "ArgMin",
+        "CumSum",
         "Flatten",
         "Reshape",
         "Transpose",

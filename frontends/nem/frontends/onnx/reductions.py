@@ -9,7 +9,13 @@ reductions: the extreme value along the axis (NaN if the row has one, as
 greatest) position holding it (a NaN holds a NaN row's extreme), the
 positions an i32 iota weight rather than `linalg.index`, which the
 runtime's kernel interpreter lacks; the indices are i32, ONNX's int64
-demoted (D-COMPILE-I64).  f16 sums and means accumulate in f32 and
+demoted (D-COMPILE-I64).  `CumSum` is a reduction over a second index
+along the axis: output position i adds, j ascending, the inputs at the
+positions j it covers (j <= i; `exclusive`: j < i; `reverse`: j >= i,
+`exclusive`: j > i), the others adding 0: a forward sum is rounded as
+onnxruntime's sequential scan, a reverse one in the other order (within
+D-COMPILE-TOL; linalg's verifier refuses a map walking j down, `n - 1 -
+j`, as the only use of j, and MLIR aborted on it beside a plain one).  f16 sums and means accumulate in f32 and
 round once, as the global pools do (D-COMPILE-F16); a mean multiplies the
 sum by `1/n`.  `Pow` is an elementwise `math.powf` (f16 evaluated in f32),
 what exporters write for a layer norm's `(x - mean)^2` before opset 17.
@@ -154,3 +160,46 @@ def arg_extreme(kind: str) -> Callable[[Importer, Node], None]:
             )
 
     return convert
+
+
+def cumsum(imp: Importer, node: Node) -> None:
+    """`CumSum` (module docstring): one `linalg.generic` over the output and
+    a reduction dimension j along `axis`."""
+    x = imp.tensor(node.input(0))
+    axes = imp.const_ints(node, 1, "axis")
+    if axes is None or len(axes) != 1:
+        raise imp.error("not supported: CumSum's axis must be one constant integer")
+    axis = imp.axis(int(axes[0]), x.rank)
+    exclusive = bool(int(node.attrs.get("exclusive", 0)))
+    reverse = bool(int(node.attrs.get("reverse", 0)))
+    rank, n = x.rank, x.shape[axis]
+    elem = x.elem
+    add = arith.addf if isinstance(elem, ir.FloatType) else arith.addi
+    dims = [ir.AffineDimExpr.get(d) for d in range(rank + 1)]
+    j = dims[rank]
+    iota = imp.weight(np.arange(n, dtype=np.int32), f"{node.name}_positions")
+    at_j = [j if d == axis else dims[d] for d in range(rank)]
+    operands = [
+        (imp.logical(x), ir.AffineMap.get(rank + 1, 0, at_j)),
+        (iota.value, ir.AffineMap.get(rank + 1, 0, [dims[axis]])),
+        (iota.value, ir.AffineMap.get(rank + 1, 0, [j])),
+    ]
+    pred = {
+        (False, False): arith.CmpIPredicate.sle,
+        (True, False): arith.CmpIPredicate.slt,
+        (False, True): arith.CmpIPredicate.sge,
+        (True, True): arith.CmpIPredicate.sgt,
+    }[(exclusive, reverse)]
+
+    def body(e: ir.Value, i: ir.Value, k: ir.Value, acc: ir.Value) -> ir.Value:
+        return add(acc, arith.select(arith.cmpi(pred, k, i), e, emit.scalar(elem, 0)))
+
+    value = emit.generic(
+        operands,
+        emit.fill(x.shape, elem, 0),
+        ir.AffineMap.get(rank + 1, 0, dims[:rank]),
+        [emit.PARALLEL] * rank + [emit.REDUCTION],
+        body,
+        pass_output=True,
+    )
+    imp.define(node.outputs[0], value)
