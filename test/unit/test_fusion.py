@@ -24,20 +24,40 @@ from nem.frontends.onnx import samples  # noqa: E402
 OPTS = {"device": "npm_pro_x1"}
 
 
-def _model(tail: str, outputs: tuple[str, ...] = ("y",), c: int = 8, f: int = 16, hw: int = 12):
+def _model(
+    tail: str,
+    outputs: tuple[str, ...] = ("y",),
+    c: int = 8,
+    f: int = 16,
+    hw: int = 12,
+    group: int = 1,
+):
     """x (1 x c x hw x hw; 1x8x12x12) -> 3x3 Conv with bias (f = 16
     channels, padding 1) -> `tail`:
     "relu", "clip", "add_relu" (plus a 1x1 Conv of x with bias, added, then
     Relu: a residual block's end), "bn_relu" (Mul by a per-channel scale, Add
     of a per-channel shift, Relu: one elementwise op, D-COMPILE-FUSE-CHAIN,
-    whose scale and shift are broadcast) or "none"."""
+    whose scale and shift are broadcast), "bn_clip" (a BatchNormalization,
+    folded into the Conv by the importer, then Clip(0, 6): ReLU6) or "none";
+    `group` > 1: a grouped Conv (depthwise with `group` = c = f)."""
     rng = np.random.default_rng(0)
 
     def init(name, *shape):
         return numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
 
-    inits = [init("w", f, c, 3, 3), init("b", f)]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1] * 4)]
+    inits = [init("w", f, c // group, 3, 3), init("b", f)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1] * 4, group=group)
+    ]
+    if tail == "bn_clip":  # conv -> c0, BatchNormalization -> c, then the Clip
+        inits += [init(n, f) for n in ("g", "beta", "mean")]
+        inits.append(numpy_helper.from_array(rng.uniform(0.5, 1.5, f).astype(np.float32), "var"))
+        nodes[0].output[0], tail = "c0", "clip"
+        nodes.append(
+            helper.make_node(
+                "BatchNormalization", ["c0", "g", "beta", "mean", "var"], ["c"], name="bn"
+            )
+        )
     if tail == "relu":
         nodes.append(helper.make_node("Relu", ["c"], ["y"], name="relu"))
     elif tail == "clip":
@@ -111,6 +131,15 @@ def test_fused_conv_is_bit_identical_and_moves_less(tail, passes):
     assert plain - fused >= passes * N * 4, (fused, plain)
 
 
+def _after_convs(text: str) -> list[list[str]]:
+    """The compute tasks (not `concat`, `transfer`) of a NEM program before
+    its first `conv2d` and after each."""
+    lines = text.splitlines()
+    tasks = [line.split(" = ")[1].split(".")[0] for line in lines if ".async" in line]
+    steps = " ".join(t for t in tasks if t not in ("concat", "transfer")).split("conv2d")
+    return [s.split() for s in steps]
+
+
 def test_conv_bn_relu_is_one_op_on_the_tile():
     """Conv -> BatchNormalization (a per-channel Mul and Add) -> Relu: the
     chain (one op, D-COMPILE-FUSE-CHAIN) is the convolution's epilogue, its
@@ -120,11 +149,9 @@ def test_conv_bn_relu_is_one_op_on_the_tile():
     model = _model("bn_relu")
     fused = compile_onnx(model, **OPTS)
     plain = compile_onnx(model, **OPTS, fuse=False)
-    lines = fused.nem.splitlines()
-    tasks = [line.split(" = ")[1].split(".")[0] for line in lines if ".async" in line]
-    steps = " ".join(t for t in tasks if t not in ("concat", "transfer")).split("conv2d")
+    steps = _after_convs(fused.nem)
     # (the bias's add into the convolution's accumulator, then the tree)
-    assert len(steps) > 1 and all(s.split() == ["add", "mul", "add", "relu"] for s in steps[1:])
+    assert len(steps) > 1 and all(s == ["add", "mul", "add", "relu"] for s in steps[1:])
     assert timed_cycles(fused.nem) < timed_cycles(plain.nem)
 
 
@@ -267,7 +294,7 @@ def test_epilogues_that_would_shrink_a_large_weight_tile_are_not_fused(c, fused)
         assert len(g.epilogues) == 1 and g.keep() == [False, True]
         budget = 512 * 1024
         sizes = [1, 16, 16, 512, 1, 1, c]
-        assert fusion._tile_bytes(g.conv, sizes, 3, 1) > budget
+        assert fusion._tile_bytes(g, sizes, 3, 1) > budget
         got = fusion._fitting(g, sizes, budget)
         assert got is not None and len(got.epilogues) == fused
 
@@ -296,3 +323,34 @@ def test_a_broadcast_tile_holds_the_bytes_of_its_element_type(elem, width):
         assert tile is not None
         assert ir.MemRefType(tile.alloc.results[0].type).shape == [2 * 3 * 8 * width]
         assert m.operation.verify()
+
+
+def test_a_fused_clip_is_one_clamp_on_the_tile():
+    """Conv -> Clip(0, 6) (ReLU6): on each tile the convolution is followed
+    by the bias's add and one `clamp min=0.0 max=6.0` (D-LOW-CLAMP), not a
+    relu, a splat of 6 and a min; bit-identical to the unfused program
+    under random schedules and onnxruntime's values."""
+    model = _model("clip")
+    fused = compile_onnx(model, **OPTS)
+    steps = _after_convs(fused.nem)
+    assert len(steps) > 1 and all(s == ["add", "clamp"] for s in steps[1:]), steps
+    lines = fused.nem.splitlines()
+    clamps = [line for line in lines if "= clamp.async" in line and "elem=f32" in line]
+    assert clamps and all("min=0.0 max=6.0" in line for line in clamps)  # (i8: zero fills)
+    _same_bits(model)
+
+
+@pytest.mark.parametrize("group, c", [(4, 8), (16, 16)])
+def test_grouped_conv_bn_relu6_is_fused(group, c):
+    """A grouped (group 4) and a depthwise (16 groups of one channel) Conv
+    with a BatchNormalization (folded into its weights and bias) and Clip(0, 6):
+    the ReLU6 runs in the convolution's tile loop, one `clamp` after each
+    tile's convolution (and the add of its accumulator) (D-COMPILE-FUSE-L1, D-LOW-CLAMP), bit-identical to the
+    unfused program under random schedules, and the output passes through
+    DDR four times less (the bias's write and read-back, the Conv's write and
+    the Clip's read)."""
+    model = _model("bn_clip", c=c, group=group)
+    steps = _after_convs(compile_onnx(model, **OPTS).nem)
+    assert len(steps) > 1 and all(s in (["clamp"], ["add", "clamp"]) for s in steps[1:]), steps
+    fused, plain = _same_bits(model)
+    assert plain - fused >= 4 * N * 4, (fused, plain)

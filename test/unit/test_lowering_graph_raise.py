@@ -426,6 +426,15 @@ def test_gelu_erf_and_concat(tmp_path, entry):
     assert np.array_equal(out["y"], ref)
 
 
+def _run_unary(tmp_path, mlir: str, x: np.ndarray, remark: str, entry: str) -> np.ndarray:
+    """y of `entry` in `mlir` (`y = f(x)`, x's shape and type), lowered with
+    `remark` and run (`lower_and_run`)."""
+    zeros = np.zeros(x.shape, x.dtype)
+    out = lower_and_run(INPUTS / mlir, tmp_path, {"x": x, "y": zeros}, ["y"], remark, entry=entry)
+    assert out["y"].dtype == x.dtype
+    return out["y"]
+
+
 @pytest.mark.parametrize("entry", ["nest", "generic"])
 @pytest.mark.slow  # 7 s (2 cases)
 def test_leaky_relu(tmp_path, entry):
@@ -436,17 +445,36 @@ def test_leaky_relu(tmp_path, entry):
     alpha = dt(0.125) if entry == "nest" else dt(0.2)
     x = (np.random.default_rng(5).standard_normal((4, 8)) * 3).astype(dt)
     x[0, :5] = [np.nan, -0.0, np.inf, -np.inf, dt(np.finfo(dt).min)]
-    out = lower_and_run(
-        INPUTS / "leaky.mlir",
-        tmp_path,
-        {"x": x, "y": np.zeros((4, 8), dt)},
-        ["y"],
-        "-> leaky_relu",
-        entry=entry,
-    )
+    y = _run_unary(tmp_path, "leaky.mlir", x, "-> leaky_relu", entry)
     ref = np.where(x < 0, x * alpha, x) if entry == "nest" else np.where(x > 0, x, alpha * x)
-    assert out["y"].dtype == dt
     assert np.array_equal(
-        out["y"].view(np.uint16 if dt == np.float16 else np.uint32),
+        y.view(np.uint16 if dt == np.float16 else np.uint32),
         ref.astype(dt).view(np.uint16 if dt == np.float16 else np.uint32),
     )
+
+
+@pytest.mark.parametrize("entry", ["relu6", "clip"])
+@pytest.mark.slow  # 7 s (2 cases)
+def test_clamp(tmp_path, entry):
+    """Clip / ReLU6 as `min(max(x, lo), hi)` raised to one `clamp`
+    (D-LOW-CLAMP): the same bits as MLIR's `maximumf` and `minimumf` give,
+    NaN, signed zeros (a -0 at the bound 0 gives +0, the larger zero) and
+    infinities included."""
+    dt = np.float16 if entry == "clip" else np.float32
+    lo, hi = {"relu6": (0.0, 6.0), "clip": (-1.5, 0.3)}[entry]
+    x = (np.random.default_rng(6).standard_normal((4, 8)) * 4).astype(dt)
+    x[0, :6] = [np.nan, -0.0, 0.0, np.inf, -np.inf, dt(hi)]
+    y = _run_unary(tmp_path, "clamp.mlir", x, "-> clamp; fell back", entry)
+
+    def ordered(a: np.ndarray, b: np.ndarray, pick_larger: bool) -> np.ndarray:
+        """maximumf / minimumf: NaN propagates, -0 < +0."""
+        larger = (a > b) | ((a == b) & ~np.signbit(a) & np.signbit(b))
+        r = np.where(larger == pick_larger, a, b)
+        return np.where(np.isnan(a) | np.isnan(b), np.nan, r).astype(a.dtype)
+
+    ref = ordered(ordered(x, np.full_like(x, lo), True), np.full_like(x, hi), False)
+    bits = np.uint16 if dt == np.float16 else np.uint32
+    assert np.array_equal(np.isnan(y), np.isnan(ref))
+    keep = ~np.isnan(ref)
+    assert np.array_equal(y.view(bits)[keep], ref.view(bits)[keep])
+    assert entry != "relu6" or y[0, 1].view(bits) == 0  # (-0 -> +0)

@@ -36,7 +36,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import linalg
 
-from nem.compile.fusion import CONV
+from nem.compile.conv_forms import conv_output
 from nem.compile.hoist import VIEWS, root_of
 from nem.compile.linalg_ir import (
     all_parallel,
@@ -141,9 +141,7 @@ def _consumer(op: ir.Operation, epilogues: bool) -> ir.Operation | None:
 def _epilogue_like(op: ir.Operation, ins: list[ir.Value]) -> bool:
     """`op` reads a convolution's output, every operand at the identity map."""
     ident = identity_map(ir.MemRefType(operand_segments(op)[1][0].type).rank)
-    return all(m == ident for m in map_strings(op)) and any(
-        u.name == CONV and u.operands[2] == v for v in ins for u in users_of(v)
-    )
+    return all(m == ident for m in map_strings(op)) and any(conv_output(v) for v in ins)
 
 
 def _loops(op: ir.Operation) -> list[int]:

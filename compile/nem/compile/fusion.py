@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from mlir import ir
 from mlir.dialects import arith, linalg, memref
 
+from nem.compile.conv_forms import FORMS, RANK, Form
 from nem.compile.hoist import hoist_op
 from nem.compile.linalg_ir import (
     all_parallel,
@@ -63,11 +64,7 @@ FUSE = "nem_fuse"
 """A fused op's (and its tiles') description: the convolution's strides
 and dilations, its weight's shape, each epilogue's count of other inputs,
 and which outputs are copied out (`keep`)."""
-CONV = "linalg.conv_2d_nhwc_hwcf"
-REDUCTION = (4, 5, 6)
-"""The reduction loops (kh, kw, c) of the convolution's (n, oh, ow, f, kh, kw, c)."""
 MAX_EPILOGUES = 3
-RANK = 4
 
 
 @dataclass
@@ -77,6 +74,10 @@ class Group:
 
     bias: ir.Operation
     conv: ir.Operation
+    form: Form
+    out: ir.Value
+    """O, the output's NHWC buffer (the convolution's output, or what it
+    views: `Form.output`)."""
     epilogues: list[ir.Operation]
     others: list[list[ir.Value]]
     """Each epilogue's inputs besides the previous result, in order."""
@@ -85,12 +86,19 @@ class Group:
 
     def outputs(self) -> list[ir.Value]:
         """O, P1, .., Pk."""
-        return [self.conv.operands[2], *(operand_segments(e)[1][0] for e in self.epilogues)]
+        return [self.out, *(operand_segments(e)[1][0] for e in self.epilogues)]
+
+    def mine(self) -> list[ir.Operation]:
+        """The ops of the group: the bias, the convolution (and the view it
+        writes O through), the epilogues."""
+        view = owner_op(self.conv.operands[2])
+        views = [view] if view is not None and self.out != self.conv.operands[2] else []
+        return [self.bias, self.conv, *views, *self.epilogues]
 
     def keep(self) -> list[bool]:
         """Per output: whether it is copied out of the tile (the last one;
         a function argument, read by the caller; one something else reads)."""
-        ours = [self.bias, self.conv, *self.epilogues]
+        ours = self.mine()
         outs = self.outputs()
         return [
             owner_op(v) is None or any(all(u != s for s in ours) for u in users_of(v))
@@ -222,11 +230,15 @@ def _widen(m: str, n: int) -> str:
     return f"affine_map<({dims}) " + m[len(head) :]
 
 
-def _group(conv: ir.Operation) -> Group | None:
-    x, w, o = list(conv.operands)
-    if not whole_buffer(o, conv.block) or not all(_f32(v) for v in (x, w, o)):
+def _group(conv: ir.Operation, form: Form) -> Group | None:
+    x, w, o_conv = list(conv.operands)
+    o = form.output(conv)
+    if o is None or not whole_buffer(o, conv.block) or not all(_f32(v) for v in (x, w, o_conv)):
         return None
-    users = users_of(o)
+    view = [] if o == o_conv else [owner_op(o_conv)]
+    users = [u for u in users_of(o) if all(u != v for v in view)]
+    if view and users_of(o_conv) != [conv]:
+        return None  # (O's view: the convolution's output only)
     before = [u for u in users if u.block == conv.block and u.is_before_in_block(conv)]
     if len(before) != 1 or not _is_bias(before[0], o) or any(u.block != conv.block for u in users):
         return None
@@ -236,12 +248,12 @@ def _group(conv: ir.Operation) -> Group | None:
         _between(u, bias, conv) or _writes(u, b) for u in users_of(b)
     ):
         return None
-    if not _only_read(o, [bias, conv]):
+    if not _only_read(o, [bias, conv, *view]):
         return None
     epilogues: list[ir.Operation] = []
     others: list[list[ir.Value]] = []
     outs = [o]
-    prev, skip = o, [bias, conv]
+    prev, skip = o, [bias, conv, *view]
     prevs: list[ir.Value] = []
     while len(epilogues) < MAX_EPILOGUES:
         later = [u for u in users_of(prev) if all(u != s for s in skip)]
@@ -258,7 +270,7 @@ def _group(conv: ir.Operation) -> Group | None:
         outs.append(prev)
         if not _only_read(prev, skip):
             break  # (its output is written again after it: the chain ends)
-    return Group(bias, conv, epilogues, others, prevs)
+    return Group(bias, conv, form, o, epilogues, others, prevs)
 
 
 def _writes(op: ir.Operation, v: ir.Value) -> bool:
@@ -281,25 +293,27 @@ def find_groups(fn: ir.Operation) -> list[Group]:
     broadcast (module doc)."""
     groups = []
     for op in fn.regions[0].blocks[0].operations:
-        if op.operation.name == CONV:
-            g = _group(op.operation)
+        if op.operation.name in FORMS:
+            g = _group(op.operation, FORMS[op.operation.name])
             if g is not None:
                 groups.append(g)
     return groups
 
 
-def _tile_bytes(conv: ir.Operation, sizes: Sequence[int], tiles: int, bias: int) -> int:
-    """Bytes of a convolution's tile of `sizes` (n, oh, ow, f, whole
-    reduction): its input window, weights, `tiles` output-sized tiles and
-    `bias` bias slices (the tiling's footprint model: D-COMPILE-TILES counts
-    the output twice)."""
-    shape: list[int] = ir.MemRefType(conv.operands[1].type).shape
-    kh, kw, c, _ = shape
+def _tile_bytes(g: Group, sizes: Sequence[int], tiles: int, bias: int) -> int:
+    """Bytes of a convolution's tile of `sizes` (n, oh, ow, the output
+    channels' loops, whole reduction): its input window, weights, `tiles`
+    output-sized tiles and `bias` bias slices (the tiling's footprint model:
+    D-COMPILE-TILES counts the output twice)."""
+    conv = g.conv
+    kh, kw, c = g.form.kernel(conv.operands[1])
     s = [int(v) for v in ir.DenseIntElementsAttr(conv.attributes["strides"])]
     d = [int(v) for v in ir.DenseIntElementsAttr(conv.attributes["dilations"])]
-    n, oh, ow, f = sizes[:4]
+    n, oh, ow = sizes[:3]
+    f = math.prod(sizes[3 : g.form.rank])
     window = n * ((oh - 1) * s[0] + (kh - 1) * d[0] + 1) * ((ow - 1) * s[1] + (kw - 1) * d[1] + 1)
-    return 4 * (window * c + kh * kw * c * f + tiles * n * oh * ow * f + bias * f)
+    cin = g.form.input_channels(list(sizes), c)
+    return 4 * (window * cin + kh * kw * c * f + tiles * n * oh * ow * f + bias * f)
 
 
 def _fitting(g: Group, sizes: list[int], budget: int) -> Group | None:
@@ -313,15 +327,15 @@ def _fitting(g: Group, sizes: list[int], budget: int) -> Group | None:
     size, when that is over) only: shrinking would split its output
     channels, the input window then read once per part (ResNet-50's 1x1
     128 -> 512 convolutions with their Add and Relu moved 6.6x the bytes)."""
-    if _tile_bytes(g.conv, [1, 1, 1, 1], 2, 1) * 2 > budget:
+    if _tile_bytes(g, [1] * g.form.rank, 2, 1) * 2 > budget:
         return None
-    kh, kw, c, _ = ir.MemRefType(g.conv.operands[1].type).shape
-    if 4 * kh * kw * c * sizes[3] * 2 < budget:
+    kh, kw, c = g.form.kernel(g.conv.operands[1])
+    if 4 * kh * kw * c * math.prod(sizes[3 : g.form.rank]) * 2 < budget:
         return g
-    room = max(budget, _tile_bytes(g.conv, sizes, 2, 0))
+    room = max(budget, _tile_bytes(g, sizes, 2, 0))
     for n in range(len(g.epilogues), 0, -1):
         tiles = 2 + n + sum(len(o) for o in g.others[:n])
-        if _tile_bytes(g.conv, sizes, tiles, 1) <= room:
+        if _tile_bytes(g, sizes, tiles, 1) <= room:
             return g.first(n)
     return g.first(0)  # (the bias slice: one channel's word per output channel)
 
@@ -339,12 +353,13 @@ def fuse(
     for g in find_groups(fn):
         k = index[g.conv]
         plan = plans[k]
+        red = g.form.reduction
         if (
             plan is None
             or plan.partials
-            or len(plan.extents) != 7
-            or any(plan.sizes[r] < plan.extents[r] for r in REDUCTION)
-            or (len(plan.engines) > 1 and plan.split_dim in REDUCTION)
+            or len(plan.extents) != g.form.loops
+            or any(plan.sizes[r] < plan.extents[r] for r in red)
+            or (len(plan.engines) > 1 and plan.split_dim in red)
         ):
             continue
         fitting = _fitting(g, plan.sizes, budget)
@@ -352,7 +367,7 @@ def fuse(
             continue
         g = fitting
         f = _build(g)
-        fused[k] = (f, _whole_reduction(plan))
+        fused[k] = (f, _whole_reduction(plan, red))
         gone.update(index[e] for e in [g.bias, *g.epilogues])
         for e in [*reversed(g.epilogues), g.conv, g.bias]:
             e.erase()
@@ -367,14 +382,14 @@ def fuse(
     return out_ops, out_plans
 
 
-def _whole_reduction(plan: Plan) -> Plan:
+def _whole_reduction(plan: Plan, reduction: tuple[int, ...]) -> Plan:
     """`plan` with sizes (its own and at any smaller budget) that tile no
-    reduction loop."""
+    reduction loop (`reduction`)."""
     extents, resize = plan.extents, plan.resize
     assert resize is not None
 
     def whole(sizes: list[int]) -> list[int]:
-        return [e if i in REDUCTION else s for i, (s, e) in enumerate(zip(sizes, extents))]
+        return [e if i in reduction else s for i, (s, e) in enumerate(zip(sizes, extents))]
 
     return replace(plan, sizes=whole(plan.sizes), resize=lambda b: whole(resize(b)))
 
@@ -392,16 +407,28 @@ def _build(g: Group) -> ir.Operation:
             alloc.move_before(conv)
     s = [int(v) for v in ir.DenseIntElementsAttr(conv.attributes["strides"])]
     d = [int(v) for v in ir.DenseIntElementsAttr(conv.attributes["dilations"])]
-    dims = "(d0, d1, d2, d3, d4, d5, d6)"
+    form = g.form
+    ip = ir.InsertionPoint(conv)
+    groups = int(ir.MemRefType(o.type).shape[3])  # (the grouped form's: its views')
+    with conv.location:
+        split = [
+            form.split(y, m, ip, groups)
+            for e, p, others in zip(g.epilogues, g.prevs, g.others)
+            for y, m in zip(others, _other_maps(e, p))
+        ]
+        ident = identity_map(RANK)
+        outs = [o, *(form.split(v, ident, ip, groups)[0] for v in outs[1:])]
+        b, _ = form.split(g.bias.operands[0], "affine_map<(d0, d1, d2, d3) -> (d3)>", ip, groups)
+    ys = [y for y, _ in split]
+    n = form.loops
     maps = [
-        f"affine_map<{dims} -> (d0, d1 * {s[0]} + d4 * {d[0]}, d2 * {s[1]} + d5 * {d[1]}, d6)>",
-        f"affine_map<{dims} -> (d4, d5, d6, d3)>",
-        f"affine_map<{dims} -> (d3)>",
-        *[_widen(m, 7) for e, p in zip(g.epilogues, g.prevs) for m in _other_maps(e, p)],
-        *[f"affine_map<{dims} -> (d0, d1, d2, d3)>"] * len(outs),
+        form.input_map(s, d),
+        form.weight_map(),
+        form.channel_map(n),
+        *[_widen(m, n) for _, m in split],
+        *[_widen(identity_map(form.rank), n)] * len(outs),
     ]
-    iters = ["parallel"] * 4 + ["reduction"] * 3
-    b = g.bias.operands[0]
+    iters = ["parallel"] * form.rank + ["reduction"] * len(form.reduction)
     f32 = ir.F32Type.get()
     with conv.location:
         op = linalg.GenericOp(
@@ -417,7 +444,8 @@ def _build(g: Group) -> ir.Operation:
         y_args = args[3 : 3 + len(ys)]
         o_arg = args[3 + len(ys)]
         with ir.InsertionPoint(block):
-            total = arith.AddFOp(_init(args[2], o_arg), arith.MulFOp(args[0], args[1]).result)
+            first = _init(args[2], o_arg, form.reduction)
+            total = arith.AddFOp(first, arith.MulFOp(args[0], args[1]).result)
             results, cur = [total.result], total.result
             for e, others, prev in zip(g.epilogues, g.others, g.prevs):
                 mine, y_args = y_args[: len(others)], y_args[len(others) :]
@@ -428,6 +456,7 @@ def _build(g: Group) -> ir.Operation:
             linalg.YieldOp(results)
     op.operation.attributes[FUSE] = ir.DictAttr.get(
         {
+            "conv": ir.StringAttr.get(form.name),
             "strides": conv.attributes["strides"],
             "dilations": conv.attributes["dilations"],
             "weight": ir.DenseI64ArrayAttr.get(ir.MemRefType(w.type).shape),
@@ -438,12 +467,13 @@ def _build(g: Group) -> ir.Operation:
     return op.operation
 
 
-def _init(bias: ir.Value, out: ir.Value) -> ir.Value:
+def _init(bias: ir.Value, out: ir.Value, reduction: tuple[int, ...]) -> ir.Value:
     """What the convolution adds the first product to: the bias at the first
-    step of the reduction (kh = kw = c = 0), the sum so far after it."""
+    step of the reduction (kh = kw = c = 0: the loops `reduction`), the sum
+    so far after it."""
     zero = arith.ConstantOp(ir.IndexType.get(), 0).result
     first = None
-    for d in REDUCTION:
+    for d in reduction:
         at = arith.CmpIOp(arith.CmpIPredicate.eq, linalg.IndexOp(d).result, zero).result
         first = at if first is None else arith.AndIOp(first, at).result
     return arith.SelectOp(first, bias, out).result
@@ -507,9 +537,10 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
     ins_of = list(ir.DenseI64ArrayAttr(info["ins"]))
     keep = [bool(k) for k in ir.DenseI64ArrayAttr(info["keep"])]
     weight = list(ir.DenseI64ArrayAttr(info["weight"]))
+    form = FORMS[ir.StringAttr(info["conv"]).value]
     ins, outs = operand_segments(t)
     x, w, b, ys = ins[0], ins[1], ins[2], ins[3:]
-    if _box(w)[:3] != weight[:3]:
+    if any(_box(w)[i] != weight[i] for i in form.weight_reduction):
         raise CompileError(
             "tile",
             f"internal: a tile of a fused convolution splits its reduction ({t.location}): {w.type} {weight}",
@@ -519,15 +550,18 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
         for v in outs:  # O's tile starts from the bias, each P's is written whole
             for c in _copies(v)[0]:
                 _erase_copy(c, 0)
-        _generic([b], outs[0], ["affine_map<(d0, d1, d2, d3) -> (d3)>"], ip, _yield_first)
-        with ip:  # (the OpDSL builder takes the current insertion point only)
-            linalg.conv_2d_nhwc_hwcf(
-                x,
-                w,
-                outs=[outs[0]],
-                strides=[int(v) for v in ir.DenseIntElementsAttr(info["strides"])],
-                dilations=[int(v) for v in ir.DenseIntElementsAttr(info["dilations"])],
-            )
+        _generic([b], outs[0], [form.channel_map(form.rank)], ip, _yield_first)
+        if form.grouped:  # (as the tiling generalizes the unfused one's)
+            form.generic_conv(x, w, outs[0], map_strings(t)[:2], ip)
+        else:
+            with ip:  # (the OpDSL builder takes the current insertion point only)
+                linalg.conv_2d_nhwc_hwcf(
+                    x,
+                    w,
+                    outs=[outs[0]],
+                    strides=[int(v) for v in ir.DenseIntElementsAttr(info["strides"])],
+                    dilations=[int(v) for v in ir.DenseIntElementsAttr(info["dilations"])],
+                )
         results = list(list(body_of(t).operations)[-1].operands)  # (the yield's)
         prev = outs[0]
         made: list[Staged] = []
@@ -538,7 +572,7 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
             others = []
             for y, m in zip(mine, maps):
                 tile = None
-                if m != identity_map(RANK):
+                if m != identity_map(form.rank):
                     staged = _staging_copy(y, t)
                     src = y if staged is None else staged.operands[0]
                     tile = _broadcast_tile(src, m, outs[i + 1], ip)
@@ -546,7 +580,7 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
                         unstaged.append(staged)
                 if tile is not None:
                     made.append(tile)
-                    y, m = tile.view.results[0], identity_map(RANK)
+                    y, m = tile.view.results[0], identity_map(form.rank)
                 others.append((y, m))
             _epilogue_tile(prev, results[i], others, args, step, results[i + 1], outs[i + 1], ip)
             prev = outs[i + 1]
@@ -607,7 +641,8 @@ def epilogue_steps(t: ir.Operation) -> list[tuple[list[ir.Operation], list[str]]
     ins_of = list(ir.DenseI64ArrayAttr(ir.DictAttr(t.attributes[FUSE])["ins"]))
     block = body_of(t)
     results = list(list(block.operations)[-1].operands)  # (the yield's)
-    maps = [_widen(m, RANK) for m in map_strings(t)[3 : 3 + sum(ins_of)]]
+    rank = _rank(t)
+    maps = [_widen(m, rank) for m in map_strings(t)[3 : 3 + sum(ins_of)]]
     steps = []
     for i, n_in in enumerate(ins_of):
         args = _f_args(t, i, ins_of)
@@ -622,8 +657,15 @@ def broadcast_inputs(t: ir.Operation) -> list[ir.Value]:
     the output's shape (`_broadcast_tile`), once outside the tile loops
     its source does not vary in, which the L1 measure (`l1_plan`) counts."""
     ins = operand_segments(t)[0][3:]
-    maps = [_widen(m, RANK) for m in map_strings(t)[3 : 3 + len(ins)]]
-    return [y for y, m in zip(ins, maps) if m != identity_map(RANK)]
+    rank = _rank(t)
+    maps = [_widen(m, rank) for m in map_strings(t)[3 : 3 + len(ins)]]
+    return [y for y, m in zip(ins, maps) if m != identity_map(rank)]
+
+
+def _rank(t: ir.Operation) -> int:
+    """The rank of the fused op's (or tile's) outputs: its form's."""
+    rank: int = ir.MemRefType(operand_segments(t)[1][0].type).rank
+    return rank
 
 
 @dataclass

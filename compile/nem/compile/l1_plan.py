@@ -35,7 +35,7 @@ from mlir import ir
 
 from nem.compile.fusion import FUSE, broadcast_inputs, epilogue_steps
 from nem.compile.hoist import varies
-from nem.compile.nest_ir import ops_named
+from nem.compile.nest_ir import ops_named, owner_op
 from nem.compile.target import FAST_SPACE
 
 if TYPE_CHECKING:
@@ -168,14 +168,49 @@ def _tree(body: list[ir.Operation], inside: set[ir.Value], broadcasts: int) -> f
     a splat, although the lowering raises a `relu` (D-LOW-RAISE): one tile
     more than declared, never less."""
     out_bytes = _elem_bytes(body[-1].results[0].type)
+    clamps = [_clamped(inner, inside) for inner in body]
+    inner_max = [m for m in clamps if m is not None]  # (a clamp's: its tile still counted)
     temps = sum(_elem_bytes(inner.results[0].type) for inner in body[:-1])
     splats: set[tuple[object, int]] = set()  # one per value and type (`_tree_steps`)
-    for inner in body:
+    for inner, clamp in zip(body, clamps):
+        if clamp is not None or any(inner == m for m in inner_max):
+            continue  # (its bounds are attributes)
         width = _elem_bytes(inner.results[0].type)
         splats.update((_splat_key(v), width) for v in inner.operands if v not in inside)
     temps += sum(width for _, width in splats)
     temps += out_bytes * broadcasts
     return temps / out_bytes
+
+
+def _clamped(op: ir.Operation, inside: set[ir.Value]) -> ir.Operation | None:
+    """The `maximumf` of `op` when `op` is `minimumf(maximumf(x, lo), hi)` of
+    constant bounds, which the lowering raises to one `clamp` task with no
+    splat tiles (D-LOW-CLAMP: as `nest_analysis.clamp_of`, not for lo = -0
+    or hi = +0, whose splats count), else None.  The max's result still
+    counts a tile: one more than the lowering declares, never less."""
+    if op.name != "arith.minimumf":
+        return None
+    for m, hi in (op.operands, op.operands[::-1]):
+        mx = owner_op(m)
+        if mx is None or mx.name != "arith.maximumf" or _bound(hi, inside) in (None, 1.0):
+            continue
+        signs = [_bound(v, inside) for v in mx.operands]
+        if signs.count(None) == 1 and -1.0 not in signs:
+            return mx
+    return None
+
+
+def _bound(v: ir.Value, inside: set[ir.Value]) -> float | None:
+    """For a float constant `v`: its sign if it is a zero, else 0.0; None
+    for any other value."""
+    owner = owner_op(v)
+    if v in inside or owner is None or owner.name != "arith.constant":
+        return None
+    attr = owner.attributes["value"]
+    if not isinstance(attr, ir.FloatAttr):
+        return None
+    value = ir.FloatAttr(attr).value
+    return math.copysign(1.0, value) if value == 0 else 0.0
 
 
 def _scratch(tile_bytes: int, temporaries: float) -> int:

@@ -144,6 +144,29 @@ def relu_select(op: Operation) -> SSAValue | None:
     return None
 
 
+def clamp_of(op: Operation) -> tuple[SSAValue, float, float] | None:
+    """(x, lo, hi) when `op` is `minimumf(maximumf(x, lo), hi)` (either
+    operand order of each), lo and hi float constants, lo not -0 and hi not
+    +0: NEM's `clamp min=lo max=hi` (D-LOW-CLAMP), the importer's Clip and
+    ReLU6.  On a tie of x with a bound NEM gives the bound (lower bound
+    first), `maximumf` the larger zero and `minimumf` the smaller: they
+    agree on signed zeros unless lo is -0 or hi is +0.  A NaN is NaN in both."""
+    if op.name != "arith.minimumf":
+        return None
+    for inner, h in (op.operands, op.operands[::-1]):
+        mx, hi = inner.owner, _float_const(h)
+        if not isinstance(mx, Operation) or mx.name != "arith.maximumf" or hi is None:
+            continue
+        for x, low in (mx.operands, mx.operands[::-1]):
+            lo = _float_const(low)
+            if lo is None or _float_const(x) is not None:
+                continue
+            if (lo, math.copysign(1, lo)) == (0, -1) or (hi, math.copysign(1, hi)) == (0, 1):
+                return None
+            return x, lo, hi
+    return None
+
+
 LEAKY_PREDICATES = {4: True, 11: True, 2: False, 9: False}
 """`arith.cmpf` olt / ult (x < 0 selects the product) and ogt / ugt (x > 0
 selects x): with these `select` is `leaky_relu` exactly, a NaN giving NaN
@@ -559,6 +582,9 @@ def elt_tree(
     x = gelu_erf_input(owner)
     if x is not None:
         return EltOp("gelu", (operand(x),), GELU_ERF)
+    clamp = clamp_of(owner)
+    if clamp is not None:
+        return EltOp("clamp", (operand(clamp[0]),), (("min", clamp[1]), ("max", clamp[2])))
     leaky = leaky_select(owner)
     if leaky is not None:
         return EltOp("leaky_relu", (operand(leaky[0]),), (("alpha", leaky[1]),))

@@ -1,0 +1,198 @@
+"""The convolutions D-COMPILE-FUSE-L1 fuses epilogues into, as one
+description each (`Form`): the dense `linalg.conv_2d_nhwc_hwcf` and the
+grouped `linalg.conv_2d_nhwgc_gfhwc` (the importer's Conv with group > 1,
+depthwise included: a group of one input channel).
+
+Both accumulate into a buffer O of the ONNX output's NHWC shape that the
+bias broadcast writes and the epilogues read; the grouped convolution
+writes it through a `memref.expand_shape` that splits the channels into
+(group, channel in the group).  The fused op runs on the convolution's
+loops, so on the grouped form it reads and writes every buffer in that
+split shape: `split` views each epilogue buffer so, and rewrites its map
+(the channel loop d3 becomes d3, d4).  Everything else of the fusion is
+the same for both: one home, `fusion.py`, parametrized by the form.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, linalg, memref
+
+from nem.compile.linalg_ir import users_of
+from nem.compile.nest_ir import owner_op
+
+RANK = 4
+"""The rank of the ONNX output's NHWC buffer (O, each epilogue's)."""
+
+
+@dataclass(frozen=True)
+class Form:
+    """How one convolution op is fused: its name, the rank of the output it
+    writes, its loops (the parallel ones first: the output's), the positions
+    of its reduction loops and of the weight's dimensions they index."""
+
+    name: str
+    rank: int
+    reduction: tuple[int, ...]
+    weight_reduction: tuple[int, ...]
+
+    @property
+    def loops(self) -> int:
+        return self.rank + len(self.reduction)
+
+    @property
+    def grouped(self) -> bool:
+        return self.rank > RANK
+
+    def dims(self) -> str:
+        return "(" + ", ".join(f"d{i}" for i in range(self.loops)) + ")"
+
+    def input_map(self, s: list[int], d: list[int]) -> str:
+        """X's map over the loops (strides `s`, dilations `d`)."""
+        kh, kw, c = self.reduction
+        chan = "d3, " if self.grouped else ""
+        return (
+            f"affine_map<{self.dims()} -> (d0, d1 * {s[0]} + d{kh} * {d[0]}, "
+            f"d2 * {s[1]} + d{kw} * {d[1]}, {chan}d{c})>"
+        )
+
+    def weight_map(self) -> str:
+        kh, kw, c = self.reduction
+        if self.grouped:
+            return f"affine_map<{self.dims()} -> (d3, d4, d{kh}, d{kw}, d{c})>"
+        return f"affine_map<{self.dims()} -> (d{kh}, d{kw}, d{c}, d3)>"
+
+    def channel_map(self, n: int) -> str:
+        """The bias's map over `n` loops: its output channel."""
+        dims = ", ".join(f"d{i}" for i in range(n))
+        return f"affine_map<({dims}) -> ({'d3, d4' if self.grouped else 'd3'})>"
+
+    def kernel(self, w: ir.Value) -> tuple[int, int, int]:
+        """(kh, kw, input channels per output channel) of the weight `w`."""
+        shape = list(ir.MemRefType(w.type).shape)
+        kh, kw, c = (shape[i] for i in self.weight_reduction)
+        return kh, kw, c
+
+    def input_channels(self, sizes: list[int], c: int) -> int:
+        """The input channels a tile of `sizes` (the output's loops) reads,
+        `c` per output channel group."""
+        return c * sizes[3] if self.grouped else c
+
+    def output(self, conv: ir.Operation) -> ir.Value | None:
+        """The buffer O of the output's NHWC shape that `conv` writes (its
+        output, or the source of the expand_shape that is), else None."""
+        out = conv.operands[2]
+        if not self.grouped:
+            return out
+        view = owner_op(out)
+        if view is None or view.name != "memref.expand_shape" or not _splits_channels(view):
+            return None
+        return view.operands[0]
+
+    def split(
+        self, v: ir.Value, m: str, ip: ir.InsertionPoint, groups: int
+    ) -> tuple[ir.Value, str]:
+        """An epilogue buffer `v` read at map `m` (over the output's 4 loops)
+        as the fused op reads it: on the grouped form, viewed with its
+        channel dimension (the one d3 indexes) split in `groups` groups and
+        the map over the output's 5 loops, d3 -> d3, d4; else unchanged."""
+        if not self.grouped:
+            return v, m
+        parsed = ir.AffineMapAttr(ir.Attribute.parse(m)).value
+        results, groups_of, at = [], [], 0
+        for e in parsed.results:
+            if isinstance(e, ir.AffineDimExpr) and e.position == 3:
+                results += ["d3", "d4"]
+                groups_of.append([at, at + 1])
+                at += 2
+            else:
+                results.append(str(e))
+                groups_of.append([at])
+                at += 1
+        dims = ", ".join(f"d{i}" for i in range(self.rank))
+        return expand(v, groups_of, groups, ip), f"affine_map<({dims}) -> ({', '.join(results)})>"
+
+    def generic_conv(
+        self, x: ir.Value, w: ir.Value, out: ir.Value, maps: list[str], ip: ir.InsertionPoint
+    ) -> None:
+        """The convolution of `x` and `w` (read at `maps`, over the loops)
+        into `out` at `ip`, in the generic form `linalg-generalize-named-ops`
+        gives the named op (`o + x * w`): a fused tile's grouped convolution
+        as the tiling makes the unfused one's."""
+        out_map = f"affine_map<{self.dims()} -> ({', '.join(f'd{i}' for i in range(self.rank))})>"
+        iters = ["parallel"] * self.rank + ["reduction"] * len(self.reduction)
+        op = linalg.GenericOp(
+            [],
+            [x, w],
+            [out],
+            ir.ArrayAttr.get([ir.AffineMapAttr(ir.Attribute.parse(m)) for m in [*maps, out_map]]),
+            ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{i}>") for i in iters]),
+            ip=ip,
+        )
+        f32 = ir.F32Type.get()
+        a = list(op.regions[0].blocks.append(f32, f32, f32).arguments)
+        with ir.InsertionPoint(op.regions[0].blocks[0]):
+            linalg.YieldOp([arith.AddFOp(a[2], arith.MulFOp(a[0], a[1]).result).result])
+
+
+def conv_output(v: ir.Value) -> bool:
+    """Whether a convolution of a form accumulates into `v` (directly, or
+    through the grouped form's view)."""
+    for u in users_of(v):
+        if u.name == "memref.expand_shape" and conv_output_view(u.results[0], v):
+            return True
+        if u.name in FORMS and u.operands[2] == v and not FORMS[u.name].grouped:
+            return True
+    return False
+
+
+def conv_output_view(view: ir.Value, v: ir.Value) -> bool:
+    """Whether `view` of `v` is a grouped convolution's output."""
+    return any(u.name == GROUPED.name and GROUPED.output(u) == v for u in users_of(view))
+
+
+def _splits_channels(view: ir.Operation) -> bool:
+    """`view` expands a rank-4 buffer's last dimension into two."""
+    reassociation = [
+        [int(ir.IntegerAttr(i).value) for i in ir.ArrayAttr(g)]
+        for g in ir.ArrayAttr(view.attributes["reassociation"])
+    ]
+    return reassociation == [[0], [1], [2], [3, 4]]
+
+
+def expand(v: ir.Value, groups_of: list[list[int]], groups: int, ip: ir.InsertionPoint) -> ir.Value:
+    """`v` with each dimension of `groups_of` that has two entries split into
+    (`groups`, the rest), as a `memref.expand_shape` at `ip` (its layout the
+    source's, the split dimension's stride the inner one's times its size)."""
+    t = ir.MemRefType(v.type)
+    shape = list(t.shape)
+    strides, offset = t.get_strides_and_offset()
+    new_shape: list[int] = []
+    new_strides: list[int] = []
+    for size, stride, group in zip(shape, strides, groups_of):
+        if len(group) == 2:
+            new_shape += [groups, size // groups]
+            new_strides += [stride * (size // groups), stride]
+        else:
+            new_shape.append(size)
+            new_strides.append(stride)
+    contiguous = new_strides == [math.prod(new_shape[i + 1 :]) for i in range(len(new_shape))]
+    layout = None if contiguous and offset == 0 else ir.StridedLayoutAttr.get(offset, new_strides)
+    result = ir.MemRefType.get(new_shape, t.element_type, layout, t.memory_space)
+    reassociation = ir.ArrayAttr.get(
+        [
+            ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i) for i in g])
+            for g in groups_of
+        ]
+    )
+    with ip:
+        op = memref.ExpandShapeOp(result, v, reassociation, [], new_shape)
+    return op.result
+
+
+DENSE = Form("linalg.conv_2d_nhwc_hwcf", RANK, (4, 5, 6), (0, 1, 2))
+GROUPED = Form("linalg.conv_2d_nhwgc_gfhwc", RANK + 1, (5, 6, 7), (2, 3, 4))
+FORMS = {f.name: f for f in (DENSE, GROUPED)}
