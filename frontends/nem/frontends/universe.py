@@ -6,7 +6,7 @@ found by any xDSL tool through `xdsl.universe.Universe.get_multiverse()`.
 - `async`: the upstream MLIR `async` dialect, which xDSL lacks
   (`nem.frontends.upstream_dialects.async_dialect`);
 - `nem_lowering`: the lowering's own ops before the conversion
-  (`nem.dialect.kernel_op`, D-LOW-OUTLINE).
+  (`nem.dialect.kernel_op`, D-LOW-OUTLINE; `nem.dialect.view_op`, D-LOW-VIEW-OP).
 
 NEM's passes are not listed here: `nem.passes.driver` registers them (with
 the plug-ins of `--load-pass-plugin`) on top of every universe's passes.

@@ -42,6 +42,8 @@ from xdsl.irdl import (
 from xdsl.traits import IsolatedFromAbove, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
+from nem.dialect.view_op import ViewOp
+
 
 @irdl_op_definition
 class KernelOp(IRDLOperation):
@@ -117,5 +119,6 @@ def region_type(v: SSAValue) -> MemRefType:
     return MemRefType(t.element_type, t.get_shape(), NoneAttr(), NoneAttr())
 
 
-NEM_LOWERING = Dialect("nem_lowering", [KernelOp], [])
-"""The lowering's own ops, registered with the MLIR input dialects."""
+NEM_LOWERING = Dialect("nem_lowering", [KernelOp, ViewOp], [])
+"""The lowering's own ops (the kernel, and `view_op.ViewOp`), registered
+with the MLIR input dialects."""

@@ -32,6 +32,7 @@ def _passes() -> dict[str, type[ModulePass]]:
         RaiseScfForPass,
     )
     from nem.passes.lowering.reroll import RerollPipelinesPass
+    from nem.passes.lowering.view_ops import RewriteViewsPass
     from nem.passes.share_buffers import ShareBuffersPass
     from nem.passes.split_transfers import SplitTransfersPass
     from nem.passes.synthesize_deps import SynthesizeDepsPass
@@ -50,6 +51,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 DropMemrefHintsPass,
                 DropAsyncGroupsPass,
                 DropTokenAwaitsPass,
+                RewriteViewsPass,
                 ConvertAffineToNemPass,
                 LowerToNemPass,
                 ForwardZeroFillsPass,

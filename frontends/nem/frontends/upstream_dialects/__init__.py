@@ -381,7 +381,7 @@ def lowering_context() -> Context:
     """A context that parses what the lowering takes and produces: NEM IR
     (builtin, arith, nem), func, memref, affine, linalg, the upstream ops
     xDSL lacks (`register_mlir_dialects`) and the lowering's own
-    `nem_lowering.kernel` (D-LOW-OUTLINE)."""
+    `nem_lowering.kernel` and `nem_lowering.view` (D-LOW-OUTLINE, D-LOW-VIEW-OP)."""
     from xdsl.dialects import func
 
     from nem.dialect.dialect import nem_context

@@ -1,6 +1,7 @@
-"""Handlers of memref and data-movement ops: allocations and views
-(D-LOW-BUF), `memref.copy` and one-element copies (D-LOW-COPYNEST), DMA
-starts and waits (D-LOW-DMA).  Each task is emitted without dependencies:
+"""Handlers of memref and data-movement ops: allocations (D-LOW-BUF; casts
+and reshapes are `nem_lowering.view`s by then, `reshape.lower_view_op`),
+`memref.copy` and one-element copies (D-LOW-COPYNEST), DMA starts and waits
+(D-LOW-DMA).  Each task is emitted without dependencies:
 `nem-synthesize-deps` orders the conflicting ones afterwards."""
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ DmaWait: TypeAlias = AffineDmaWaitOp | MemRefDmaWaitOp
 
 
 # ---------------------------------------------------------------------------
-# Allocations and views
+# Allocations
 # ---------------------------------------------------------------------------
 
 
@@ -123,10 +124,6 @@ def drop_unused_allocations(ctx: LoweringContext) -> None:
         if ctx.drop_if_unused(buf) and name in ctx.summary.slotted:
             ctx.summary.slotted.remove(name)
     ctx.allocated.clear()
-
-
-def lower_cast(lw: Lowering, op: memref.CastOp, st: BlockState) -> None:
-    lw.ctx.views[op.results[0]] = lw.ctx.view(op.source, op)
 
 
 def ignore(lw: Lowering, op: Operation, st: BlockState) -> None:
@@ -287,7 +284,6 @@ def dma_regions(lw: Lowering, op: DmaStart, st: BlockState) -> tuple[SSAValue, S
 HANDLERS: dict[type[Operation], Handler] = {
     memref.AllocOp: lower_alloc,
     memref.AllocaOp: lower_alloc,
-    memref.CastOp: lower_cast,
     memref.CopyOp: lower_copy,
     MemRefCopyOp: lower_copy,
     AffineDmaStartOp: lower_dma_start,

@@ -12,7 +12,8 @@ has the MLIR only.  The three are the MLIR's: the buffer is the root the
 value is a view of (a `memref.alloc`/`alloca` result, a function argument,
 or a `memref.get_global` symbol: two `get_global`s of one symbol are one
 buffer), followed through the ops that make views (subview, view,
-collapse/expand_shape, cast, and the `async` payloads); the element type and
+collapse/expand_shape, cast, the `nem_lowering.view` that
+`nem-rewrite-views` makes of the last three, and the `async` payloads); the element type and
 shape are the value's type's.  One value has one root even where the
 conversion lowers its op twice (a peeled iteration reuses its loop's
 buffers, D-LOW-PEEL).
@@ -34,6 +35,7 @@ from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from nem.dialect.view_op import ViewOp
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
@@ -98,13 +100,21 @@ class MemrefRoots:
         if isinstance(t, MemRefType):
             self.facts[v] = MemrefFact(v if key is None else key, t.element_type, _static_shape(t))
 
-    def _alias(self, result: SSAValue, source: SSAValue, keep_shape: bool = False) -> None:
+    def _alias(
+        self,
+        result: SSAValue,
+        source: SSAValue,
+        keep_shape: bool = False,
+        shape: tuple[int, ...] | None = None,
+    ) -> None:
         """`result` a view of `source`'s buffer (`keep_shape`: with
-        `source`'s shape, as the conversion copies a cast's view)."""
+        `source`'s shape, as the conversion copies a cast's view; `shape`:
+        with that one, a `nem_lowering.view`'s)."""
         src, t = self.facts.get(source), result.type
         if src is None or not isinstance(t, MemRefType):
             return
-        shape = src.shape if keep_shape else _static_shape(t)
+        if shape is None:
+            shape = src.shape if keep_shape else _static_shape(t)
         self.facts[result] = MemrefFact(src.root, t.element_type, shape)
 
     def _flow(self, to: SSAValue, source: SSAValue) -> None:
@@ -125,6 +135,12 @@ class MemrefRoots:
             self._alias(op.result, op.src)
         elif isinstance(op, memref.CastOp):
             self._alias(op.results[0], op.source, keep_shape=True)
+        elif isinstance(op, ViewOp):  # what nem-rewrite-views makes of the three above
+            layout = op.layout
+            if layout is None:  # a cast's: its source's view
+                self._alias(op.result, op.source, keep_shape=True)
+            else:
+                self._alias(op.result, op.source, shape=layout[0])
         elif isinstance(op, asy.ExecuteOp):
             for v, arg in zip(op.body_operands, op.body_region.block.args):
                 self._flow(arg, v)

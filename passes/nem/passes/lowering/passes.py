@@ -14,6 +14,8 @@
                                                     await_all)
         nem-drop-token-awaits{entry=F}             (D-LOW-ASYNC-AWAITS: awaits of tokens; the loops
                                                     around them marked structural)
+        nem-rewrite-views{entry=F}                 (D-LOW-VIEW-OP: memref.cast, collapse_shape,
+                                                    expand_shape -> nem_lowering.view)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
@@ -79,6 +81,7 @@ from nem.passes.lowering.prepare import (
 )
 from nem.passes.lowering.reroll import RerollPipelinesPass
 from nem.passes.lowering.state import Handler
+from nem.passes.lowering.view_ops import RewriteViewsPass
 from nem.passes.pass_context import driver_options, report
 from nem.passes.split_transfers import SplitTransfersPass
 from nem.passes.synthesize_deps import SynthesizeDepsPass
@@ -157,6 +160,7 @@ def preparation(entry: str | None) -> tuple[ModulePass, ...]:
         DropMemrefHintsPass(entry),
         DropAsyncGroupsPass(entry),
         DropTokenAwaitsPass(entry),
+        RewriteViewsPass(entry),
     )
 
 
@@ -175,8 +179,8 @@ class ConvertAffineToNemPass(LoweringOptions):
 
     Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`,
     `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-outline-kernels`,
-    `nem-drop-memref-hints`, `nem-drop-async-groups` and `nem-drop-token-awaits`
-    (`preparation`), so that run alone
+    `nem-drop-memref-hints`, `nem-drop-async-groups`, `nem-drop-token-awaits` and
+    `nem-rewrite-views` (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).

@@ -1,8 +1,11 @@
-"""Reshape views (D-LOW-RESHAPE): `memref.collapse_shape` and
-`memref.expand_shape` are views of the same bytes, so they lower to a new
+"""Reshape views (D-LOW-RESHAPE) and the one view op (D-LOW-VIEW-OP):
+`memref.collapse_shape` and `memref.expand_shape` are views of the same
+bytes, so they become `nem_lowering.view`s of their source before the
+conversion (`nem-rewrite-views`, `view_ops.py`), which lowers each to a new
 `View` of the same NEM buffer (no task, no copy):
 
     %v = memref.collapse_shape %x [[0], [1, 2]] : memref<2x3x4xf32> into memref<2x12xf32>
+    -> nem_lowering.view %x shape [2, 12] strides [12, 1]
     -> View(buffer of %x, shape (2, 12), strides (12, 1))
 
 A collapsed group must be contiguous in its source (each dimension's stride
@@ -10,8 +13,9 @@ is the next one's stride times its size, unit dimensions aside): upstream's
 verifier already demands it for identity and strided layouts it can prove,
 and the check here turns what it cannot prove into a located diagnostic.
 An expanded dimension of stride `s` split into sizes `(a, b, c)` gets
-strides `(s*b*c, s*c, s)`: always a view.  The analysis is `reshape_view`;
-the handlers only record the view.
+strides `(s*b*c, s*c, s)`: always a view.  The layouts are computed on the
+source's static layout (`collapsed`, `expanded`); the conversion's handler
+only records the view.
 """
 
 from __future__ import annotations
@@ -19,75 +23,61 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import memref
-from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Operation
 
+from nem.dialect.view_op import ViewOp
 from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.views import View, row_major
+from nem.passes.lowering.views import row_major
 
 if TYPE_CHECKING:
     from nem.passes.lowering.state import BlockState, Handler, Lowering
 
+Layout = tuple[tuple[int, ...], tuple[int, ...]]
+"""(shape, element strides) of a view."""
 
-def _groups(op: memref.CollapseShapeOp | memref.ExpandShapeOp) -> list[list[int]]:
-    return [[int(i.value.data) for i in g.data] for g in op.reassociation.data]
 
-
-def collapsed(op: Operation, src: View, groups: Sequence[Sequence[int]]) -> View:
-    """`src` with each group of dimensions merged into one (contiguous groups only)."""
+def collapsed(op: Operation, src: Layout, groups: Sequence[Sequence[int]], what: str) -> Layout:
+    """`src` with each group of dimensions merged into one (contiguous
+    groups only; `what` names the source in the diagnostic)."""
+    src_shape, src_strides = src
     shape, strides = [], []
     for g in groups:
-        dims = [(src.shape[k], src.strides[k]) for k in g if src.shape[k] != 1]
-        size = math.prod(src.shape[k] for k in g)
+        dims = [(src_shape[k], src_strides[k]) for k in g if src_shape[k] != 1]
+        size = math.prod(src_shape[k] for k in g)
         for (_, outer), (n, inner) in itertools.pairwise(dims):
             if outer != inner * n:
                 raise reject(
                     op,
-                    f"collapsing dimensions {list(g)} of {src.name} that are not "
-                    f"contiguous (strides {[src.strides[k] for k in g]})",
+                    f"collapsing dimensions {list(g)} of {what} that are not "
+                    f"contiguous (strides {[src_strides[k] for k in g]})",
                     "copy the memref into a contiguous buffer first",
                 )
         shape.append(size)
         strides.append(dims[-1][1] if dims else 1)
-    return View(src.buffer, src.level, src.elem, tuple(shape), tuple(strides), src.base, src.name)
+    return tuple(shape), tuple(strides)
 
 
-def expanded(src: View, groups: Sequence[Sequence[int]], out_shape: Sequence[int]) -> View:
+def expanded(src: Layout, groups: Sequence[Sequence[int]], out_shape: Sequence[int]) -> Layout:
     """`src` with each dimension split into the sizes of its group."""
     strides: list[int] = [0] * len(out_shape)
     for d, g in enumerate(groups):
         inner = row_major([out_shape[k] for k in g])
         for k, s in zip(g, inner):
-            strides[k] = src.strides[d] * s
-    return View(
-        src.buffer, src.level, src.elem, tuple(out_shape), tuple(strides), src.base, src.name
+            strides[k] = src[1][d] * s
+    return tuple(out_shape), tuple(strides)
+
+
+def lower_view_op(lw: Lowering, op: ViewOp, st: BlockState) -> None:
+    """The view of `source`'s buffer from its first element, with the op's
+    static layout, or `source`'s view itself (D-LOW-VIEW-OP)."""
+    src = lw.ctx.view(op.source, op)
+    layout = op.layout
+    lw.ctx.views[op.result] = (
+        src if layout is None else replace(src, shape=layout[0], strides=layout[1])
     )
 
 
-def lower_collapse_shape(lw: Lowering, op: memref.CollapseShapeOp, st: BlockState) -> None:
-    src = lw.ctx.view(op.src, op)
-    lw.ctx.views[op.result] = collapsed(op, src, _groups(op))
-
-
-def lower_expand_shape(lw: Lowering, op: memref.ExpandShapeOp, st: BlockState) -> None:
-    rt = op.result.type
-    assert isinstance(rt, MemRefType)
-    shape = rt.get_shape()
-    if list(op.output_shape) or DYNAMIC_INDEX in shape:
-        raise reject(
-            op,
-            "memref.expand_shape with a dynamic output shape is not supported: "
-            "NEM regions have static sizes",
-            "tile with static sizes",
-        )
-    src = lw.ctx.view(op.src, op)
-    lw.ctx.views[op.result] = expanded(src, _groups(op), shape)
-
-
-HANDLERS: dict[type[Operation], Handler] = {
-    memref.CollapseShapeOp: lower_collapse_shape,
-    memref.ExpandShapeOp: lower_expand_shape,
-}
+HANDLERS: dict[type[Operation], Handler] = {ViewOp: lower_view_op}

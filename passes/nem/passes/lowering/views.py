@@ -3,7 +3,8 @@
 A memref value is seen as a `View`: the NEM buffer it lives in, the element
 offset of its index `[0, ..., 0]` (an `Aff` of the enclosing loop
 variables), its shape and its element strides.  Function arguments and
-allocations start views; `memref.subview`/`memref.cast` derive views; an
+allocations start views; `memref.subview`, `memref.view` and
+`nem_lowering.view` (casts and reshapes, D-LOW-VIEW-OP) derive views; an
 access (DMA, copy, raised operand) is a box of a view: a start element and
 a shape with strides (D-LOW-REGION).  Nothing here builds IR.
 """

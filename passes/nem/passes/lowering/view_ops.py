@@ -1,0 +1,187 @@
+"""`nem-rewrite-views` (D-LOW-VIEW-OP): the memref ops that only re-read
+their source's bytes with another layout (`memref.cast`,
+`memref.collapse_shape`, `memref.expand_shape`) become one op,
+`nem_lowering.view %source {shape, strides}`, before the conversion, which
+then has one handler for them (issue 36 item 1: "convert memrefs to buffers
+and regions" as rewrite patterns, one pattern per view op):
+
+    %v = memref.collapse_shape %x [[0], [1, 2]] : memref<2x3x4xf32> into memref<2x12xf32>
+    -> %v = "nem_lowering.view"(%x) <{shape = array<i64: 2, 12>,
+                                       strides = array<i64: 12, 1>}> : ... -> memref<2x12xf32>
+    %c = memref.cast %x : memref<4x8xf32> to memref<?x8xf32>
+    -> %c = "nem_lowering.view"(%x) : (memref<4x8xf32>) -> memref<?x8xf32>
+
+A cast is its source's view (no layout: the conversion keeps the source's,
+also where its sizes are known per lowered copy only, a peeled tile); a
+reshape's layout is its source's static layout with dimensions merged or
+split (`reshape.collapsed`/`expanded`), so a reshape of a source whose type
+has dynamic sizes or strides is rejected at the op (no input of the suites
+has one).  The checks the conversion made (contiguous collapsed groups,
+static expanded shapes) are the patterns' diagnostics; the result type is
+the op's own, so users read the types they read.
+
+Only the ops the conversion lowers one by one are rewritten: those of a
+pure loop nest (a non-structural `affine.for`, one compute task whose
+escape-hatch kernel prints the nest as MLIR wrote it) and of outlined
+kernels (`nem_lowering.kernel`) are kept; a tile loop holds no such op
+(`tile_loops._tiles_of_point_nests`).  The pass runs last of the
+preparation, after `nem-drop-token-awaits`, whose structural marks it reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import affine, memref
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp, StridedLayoutAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from nem.dialect.kernel_op import KernelOp
+from nem.dialect.view_op import ViewOp
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.reshape import Layout, collapsed, expanded
+from nem.passes.lowering.structure import is_structural
+from nem.passes.lowering.views import memref_strides
+
+
+@dataclass
+class LoweredOneByOne:
+    """Whether the conversion lowers an op by its handler: no outlined
+    kernel and no pure loop nest around it.  Each loop's structure is asked
+    once (`is_structural` walks the loop)."""
+
+    structural: dict[affine.ForOp, bool] = field(default_factory=dict[affine.ForOp, bool])
+
+    def __call__(self, op: Operation) -> bool:
+        parent = op.parent_op()
+        while parent is not None:
+            if isinstance(parent, KernelOp):
+                return False
+            if isinstance(parent, affine.ForOp):
+                known = self.structural.get(parent)
+                if known is None:
+                    known = self.structural[parent] = is_structural(parent)
+                if not known:
+                    return False
+            parent = parent.parent_op()
+        return True
+
+
+def source_layout(op: Operation, source: SSAValue) -> Layout:
+    """The static (shape, element strides) of `source`'s type, else rejected at `op`."""
+    t = source.type
+    assert isinstance(t, MemRefType)
+    shape = tuple(t.get_shape())
+    if DYNAMIC_INDEX in shape:
+        raise reject(
+            op,
+            f"not supported: {op.name} of a memref with dynamic sizes ({t}) (D-LOW-VIEW-OP: "
+            "a view's layout is static)",
+            "take the dynamic-size subview of the reshaped (or cast) memref instead",
+        )
+    layout = t.layout
+    if isinstance(layout, StridedLayoutAttr):
+        strides = layout.get_strides()
+        if any(s is None for s in strides):
+            raise reject(op, f"dynamic strides in {t} are not supported")
+        return shape, tuple(s for s in strides if s is not None)
+    return shape, memref_strides(op, t)[0]
+
+
+def reassociation(op: memref.CollapseShapeOp | memref.ExpandShapeOp) -> list[list[int]]:
+    """The groups of a reshape: the source (collapse) or result (expand)
+    dimensions of each dimension on the other side."""
+    return [[int(i.value.data) for i in g.data] for g in op.reassociation.data]
+
+
+def _replace(
+    rewriter: PatternRewriter, op: Operation, source: SSAValue, layout: Layout | None
+) -> None:
+    view = ViewOp(source, layout, op.results[0].type)
+    view.location = op.location
+    rewriter.replace_op(op, view)
+
+
+@dataclass
+class CastToView(RewritePattern):
+    """`memref.cast %x` -> `%x`'s view (no layout: the source's own)."""
+
+    lowered: LoweredOneByOne
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: memref.CastOp, rewriter: PatternRewriter) -> None:
+        if self.lowered(op):
+            _replace(rewriter, op, op.source, None)
+
+
+@dataclass
+class CollapseToView(RewritePattern):
+    """`memref.collapse_shape %x` -> a view of `%x` with its groups merged."""
+
+    lowered: LoweredOneByOne
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: memref.CollapseShapeOp, rewriter: PatternRewriter) -> None:
+        if self.lowered(op):
+            src = source_layout(op, op.src)
+            _replace(rewriter, op, op.src, collapsed(op, src, reassociation(op), str(op.src.type)))
+
+
+@dataclass
+class ExpandToView(RewritePattern):
+    """`memref.expand_shape %x` -> a view of `%x` with its dimensions split."""
+
+    lowered: LoweredOneByOne
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: memref.ExpandShapeOp, rewriter: PatternRewriter) -> None:
+        if not self.lowered(op):
+            return
+        rt = op.result.type
+        assert isinstance(rt, MemRefType)
+        shape = rt.get_shape()
+        if list(op.output_shape) or DYNAMIC_INDEX in shape:
+            raise reject(
+                op,
+                "memref.expand_shape with a dynamic output shape is not supported: "
+                "NEM regions have static sizes",
+                "tile with static sizes",
+            )
+        src = source_layout(op, op.src)
+        _replace(rewriter, op, op.src, expanded(src, reassociation(op), shape))
+
+
+@dataclass(frozen=True)
+class RewriteViewsPass(ModulePass):
+    """Rewrite the entry function's casts and reshapes of memrefs to
+    `nem_lowering.view`s, outside pure nests and outlined kernels
+    (D-LOW-VIEW-OP).
+
+    Options:
+      entry: the func.func to lower (default: the first public one)
+    """
+
+    name = "nem-rewrite-views"
+
+    entry: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        lowered = LoweredOneByOne()
+        patterns = [CastToView(lowered), CollapseToView(lowered), ExpandToView(lowered)]
+        # one walk in program order (a view's source is rewritten first, so
+        # errors come in program order), without xDSL's dead-code elimination
+        # (D-LOW-MEMREF-HINTS: it would erase unused ops)
+        applier = GreedyRewritePatternApplier(list[RewritePattern](patterns), dce_enabled=False)
+        PatternRewriteWalker(applier, apply_recursively=False).rewrite_region(
+            entry_function(op, self.entry).body
+        )

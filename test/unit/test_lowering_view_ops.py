@@ -1,0 +1,269 @@
+"""`nem-rewrite-views` (D-LOW-VIEW-OP): `memref.cast`, `memref.collapse_shape`
+and `memref.expand_shape` leave the conversion's table for rewrite patterns
+to one op, `nem_lowering.view`, which the conversion lowers by one handler
+(issue 36 item 1).
+
+The differential test across that rewrite: `lower-to-nem` prints the same
+`.nem` and the same remarks or errors with the pass as with the conversion's
+old handlers (kept below) and no pass, on every lowering input that has one
+of the three ops (the lit inputs of the lowering), and
+`nem-compile` of the ONNX samples gives the same `.nem`; every other input
+is left unchanged by the pass, so its output cannot change.  The pass is
+not vacuous (the inputs' ops become views), keeps the ops of pure nests,
+and the two decided changes are shown: a non-contiguous collapse is named
+by its type, and a reshape of a dynamic-size source is rejected at the op."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from lowering_diff import INPUTS, LIT_MLIR, MLIR_INPUTS, Outcome, before, entries_in, lower
+from xdsl.context import Context
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp
+from xdsl.ir import Operation
+
+from nem.compile.lower import xdsl_context
+from nem.dialect.diagnostics import NemDiagnosticError
+from nem.dialect.view_op import ViewOp
+from nem.frontends.upstream_dialects import parse_mlir
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.lowering.passes import PreparedConversionPass
+from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.reshape import collapsed, expanded
+from nem.passes.lowering.state import BlockState, Handler, Lowering
+from nem.passes.lowering.view_ops import RewriteViewsPass, reassociation
+
+VIEW_OPS = (memref.CastOp, memref.CollapseShapeOp, memref.ExpandShapeOp)
+
+
+# the conversion's handlers before the pass (af4e02be: memory_ops.lower_cast,
+# reshape.lower_collapse_shape / lower_expand_shape), on the conversion's views
+def _old_cast(lw: Lowering, op: memref.CastOp, st: BlockState) -> None:
+    lw.ctx.views[op.results[0]] = lw.ctx.view(op.source, op)
+
+
+def _old_collapse(lw: Lowering, op: memref.CollapseShapeOp, st: BlockState) -> None:
+    src = lw.ctx.view(op.src, op)
+    shape, strides = collapsed(op, (src.shape, src.strides), reassociation(op), src.name)
+    lw.ctx.views[op.result] = replace(src, shape=shape, strides=strides)
+
+
+def _old_expand(lw: Lowering, op: memref.ExpandShapeOp, st: BlockState) -> None:
+    rt = op.result.type
+    assert isinstance(rt, MemRefType)
+    if list(op.output_shape) or DYNAMIC_INDEX in rt.get_shape():
+        raise reject(
+            op,
+            "memref.expand_shape with a dynamic output shape is not supported: "
+            "NEM regions have static sizes",
+            "tile with static sizes",
+        )
+    src = lw.ctx.view(op.src, op)
+    shape, strides = expanded((src.shape, src.strides), reassociation(op), rt.get_shape())
+    lw.ctx.views[op.result] = replace(src, shape=shape, strides=strides)
+
+
+OLD: dict[type[Operation], Handler] = {
+    **HANDLERS,
+    memref.CastOp: _old_cast,
+    memref.CollapseShapeOp: _old_collapse,
+    memref.ExpandShapeOp: _old_expand,
+}
+_before = before(RewriteViewsPass, OLD)
+
+
+def test_the_driver_no_longer_handles_them() -> None:
+    assert not set(VIEW_OPS) & set(HANDLERS) and ViewOp in HANDLERS
+
+
+def _view_ops(text: str, entry: str) -> tuple[int, str, int, str]:
+    """(view ops before the pass, module before, view ops after, module after;
+    an error of the pass: -1 and "")."""
+    ctx = xdsl_context()
+    module = parse_mlir(ctx, text)
+    fn = entry_function(module, entry)
+    count = sum(1 for op in fn.walk() if isinstance(op, VIEW_OPS))
+    plain = str(module)
+    try:
+        RewriteViewsPass(entry).apply(ctx, module)
+    except NemDiagnosticError:
+        return count, plain, -1, ""
+    left = sum(1 for op in fn.walk() if isinstance(op, VIEW_OPS))
+    return count, plain, left, str(module)
+
+
+OWN = "view_ops.mlir"
+"""This pass's own lit test (its cases are below, by hand)."""
+FILES = [p for p in MLIR_INPUTS + LIT_MLIR if p.name != OWN]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(INPUTS.parents[1])))
+def test_the_rewrite_changes_no_output(path: Path) -> None:
+    """Every public function of every lowering input: left as it is without
+    a cast or reshape (its output cannot change), else lowered to the same
+    `.nem`, remarks and errors with the pass and with the old handlers."""
+    text = path.read_text()
+    for entry in entries_in(text):
+        count, plain, _, after = _view_ops(text, entry)
+        if not count:
+            assert after == plain, entry
+            continue
+        assert lower(text, entry) == _named_by_type(lower(text, entry, _before)), entry
+
+
+NOT_CONTIGUOUS_BY_NAME = re.compile(r"(collapsing dimensions \[[0-9, ]*\] of )(\S+)( that are not)")
+
+
+def _named_by_type(outcome: Outcome) -> Outcome:
+    """The old handlers' outcome with the one decided change (D-LOW-VIEW-OP):
+    a non-contiguous collapse names its source by type, not by buffer (the
+    only such input, lit/lowering/graph_rejections.mlir, names `%s` of type
+    `memref<4x4xf32, strided<[8, 1]>>`, a view of buffer `x`)."""
+    nem, diags = outcome
+    return nem, [
+        (sev, NOT_CONTIGUOUS_BY_NAME.sub(r"\1memref<4x4xf32, strided<[8, 1]>>\3", msg), loc, fix)
+        for sev, msg, loc, fix in diags
+    ]
+
+
+CHANGED = ["reshape.mlir", "flatten_collapse_shape.mlir", "grouped_conv_expand_shape.mlir"]
+
+
+@pytest.mark.parametrize("name", CHANGED)
+def test_the_inputs_views_are_rewritten(name: str) -> None:
+    """The inputs above that lower their reshapes lose them to views (the
+    comparison is not vacuous)."""
+    (path,) = [p for p in FILES if p.name == name]
+    text = path.read_text()
+    (entry,) = entries_in(text)
+    count, _, left, after = _view_ops(text, entry)
+    assert count and not left and "nem_lowering.view" in after
+
+
+@pytest.mark.parametrize("name", ["cnn", "resblock", "transformer"])
+def test_the_samples_compile_to_the_same_program(name: str, monkeypatch, tmp_path: Path) -> None:
+    """`nem-compile` of the ONNX samples that reshape (a Flatten, MatMuls on
+    [1, S, D]): the same `.nem` with the pass as with the old handlers, and
+    the pass made views."""
+    pytest.importorskip("onnx")
+    from nem.compile import compile_onnx
+    from nem.frontends.onnx import samples
+
+    model = samples.MODELS[name]("f32")
+    made: list[int] = []
+    apply = RewriteViewsPass.apply
+
+    def counted(self: RewriteViewsPass, ctx: Context, op: ModuleOp) -> None:
+        apply(self, ctx, op)
+        made.append(sum(1 for o in op.walk() if isinstance(o, ViewOp)))
+
+    monkeypatch.setattr(RewriteViewsPass, "apply", counted)
+    after = compile_onnx(model, stem=str(tmp_path / "after")).nem
+    assert sum(made) > 0
+    monkeypatch.setattr(PreparedConversionPass, "handlers", lambda self: OLD)
+    monkeypatch.setattr(RewriteViewsPass, "apply", lambda self, ctx, op: None)
+    assert compile_onnx(model, stem=str(tmp_path / "before")).nem == after
+
+
+IN_A_NEST = """
+func.func @main(%x: memref<4x8xf32>, %y: memref<4x8xf32>) {
+  %c = "memref.cast"(%x) : (memref<4x8xf32>) -> memref<?x8xf32>
+  affine.for %i = 0 to 4 {
+    %v = memref.collapse_shape %y [[0, 1]] : memref<4x8xf32> into memref<32xf32>
+    affine.for %j = 0 to 8 {
+      %a = affine.load %c[%i, %j] : memref<?x8xf32>
+      affine.store %a, %v[%i * 8 + %j] : memref<32xf32>
+    }
+  }
+  return
+}
+"""
+"""A cast the conversion lowers, and a reshape inside a pure nest (one task,
+whose kernel would print it as written): only the first becomes a view."""
+
+
+def test_a_view_in_a_pure_nest_stays() -> None:
+    count, _, left, after = _view_ops(IN_A_NEST, "main")
+    assert (count, left) == (2, 1) and "memref.collapse_shape" in after
+    assert '"nem_lowering.view"(%x) : (memref<4x8xf32>) -> memref<?x8xf32>' in after
+    nem, diags = lower(IN_A_NEST, "main")
+    assert (nem, diags) == lower(IN_A_NEST, "main", _before)
+
+
+NOT_CONTIGUOUS = """
+func.func @main(%x: memref<4x8xf32>, %y: memref<16xf32>) {
+  %s = memref.subview %x[0, 0] [4, 4] [1, 1] : memref<4x8xf32> to memref<4x4xf32, strided<[8, 1]>>
+  %c = memref.collapse_shape %s [[0, 1]] : memref<4x4xf32, strided<[8, 1]>> into memref<16xf32, strided<[1]>>
+  memref.copy %c, %y : memref<16xf32, strided<[1]>> to memref<16xf32>
+  return
+}
+"""
+
+
+def test_a_non_contiguous_collapse_is_named_by_its_type() -> None:
+    """The pass's check is the conversion's, at the same op; the source is
+    named by its type (no buffer is named yet), where the conversion named
+    its buffer (D-LOW-VIEW-OP)."""
+    ((_, new, loc, fix),) = lower(NOT_CONTIGUOUS, "main")[1]
+    ((_, old, old_loc, old_fix),) = lower(NOT_CONTIGUOUS, "main", _before)[1]
+    assert (loc, fix) == (old_loc, old_fix)
+    assert old.endswith("dimensions [0, 1] of x that are not contiguous (strides [8, 1])")
+    assert new == old.replace(" of x ", " of memref<4x4xf32, strided<[8, 1]>> ")
+
+
+PEELED = """
+func.func @main(%b: memref<48x40xf32>, %o: memref<48x40xf32>) {
+  affine.for %j = 0 to 40 step 32 {
+    %0 = affine.min affine_map<(d0) -> (-d0 + 40, 32)>(%j)
+    %s = memref.subview %b[0, %j] [48, %0] [1, 1] : memref<48x40xf32> to memref<48x?xf32, strided<[40, 1], offset: ?>>
+    %d = memref.subview %o[0, %j] [48, %0] [1, 1] : memref<48x40xf32> to memref<48x?xf32, strided<[40, 1], offset: ?>>
+    %c = "memref.cast"(%s) : (memref<48x?xf32, strided<[40, 1], offset: ?>>) -> memref<48x?xf32, strided<[?, 1], offset: ?>>
+    %e = "memref.cast"(%d) : (memref<48x?xf32, strided<[40, 1], offset: ?>>) -> memref<48x?xf32, strided<[?, 1], offset: ?>>
+    memref.copy %c, %e : memref<48x?xf32, strided<[?, 1], offset: ?>> to memref<48x?xf32, strided<[?, 1], offset: ?>>
+  }
+  return
+}
+"""
+"""Casts of subviews sized per lowered copy (the full tiles, the peeled last one)."""
+
+
+def test_a_cast_of_a_peeled_tile_is_its_source() -> None:
+    """A cast's view is its source's whatever its sizes (no layout on the view)."""
+    count, _, left, after = _view_ops(PEELED, "main")
+    assert (count, left) == (2, 0) and "shape =" not in after
+    nem, diags = lower(PEELED, "main")
+    assert nem is not None and "shape=[48, 8]" in nem, diags
+    assert (nem, diags) == lower(PEELED, "main", _before)
+
+
+DYNAMIC_RESHAPE = """
+func.func @main(%b: memref<4x40x2xf32>, %o: memref<4x80xf32>) {
+  affine.for %j = 0 to 40 step 32 {
+    %0 = affine.min affine_map<(d0) -> (-d0 + 40, 32)>(%j)
+    %s = memref.subview %b[0, %j, 0] [4, %0, 2] [1, 1, 1] : memref<4x40x2xf32> to memref<4x?x2xf32, strided<[80, 2, 1], offset: ?>>
+    %c = memref.collapse_shape %s [[0], [1, 2]] : memref<4x?x2xf32, strided<[80, 2, 1], offset: ?>> into memref<4x?xf32, strided<[80, 1], offset: ?>>
+    %1 = affine.min affine_map<(d0) -> (-d0 * 2 + 80, 64)>(%j)
+    %2 = affine.apply affine_map<(d0) -> (d0 * 2)>(%j)
+    %d = memref.subview %o[0, %2] [4, %1] [1, 1] : memref<4x80xf32> to memref<4x?xf32, strided<[80, 1], offset: ?>>
+    memref.copy %c, %d : memref<4x?xf32, strided<[80, 1], offset: ?>> to memref<4x?xf32, strided<[80, 1], offset: ?>>
+  }
+  return
+}
+"""
+
+
+def test_a_reshape_of_a_dynamic_size_source_is_rejected_at_it() -> None:
+    """D-LOW-VIEW-OP: a reshape's layout is computed before the conversion,
+    from its source's type: a dynamic size there is a located error."""
+    nem, errors = lower(DYNAMIC_RESHAPE, "main")
+    assert nem is None
+    ((_, message, loc, fix),) = errors
+    assert loc.split(":")[-2] == "6" and "collapse_shape of a memref with dynamic sizes" in message
+    assert fix is not None and "subview" in fix
+    old, diags = lower(DYNAMIC_RESHAPE, "main", _before)  # lowered per copy before
+    assert old is not None and "shape=[4, 16]" in old, diags
