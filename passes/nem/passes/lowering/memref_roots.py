@@ -123,6 +123,8 @@ class MemrefRoots:
             self._alias(op.result, op.source)
         elif isinstance(op, memref.CollapseShapeOp | memref.ExpandShapeOp):
             self._alias(op.result, op.src)
+        elif isinstance(op, memref.ReinterpretCastOp):
+            self._alias(op.result, op.source)
         elif isinstance(op, memref.CastOp):
             self._alias(op.results[0], op.source, keep_shape=True)
         elif isinstance(op, asy.ExecuteOp):
