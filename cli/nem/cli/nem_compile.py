@@ -142,6 +142,12 @@ def _parser() -> argparse.ArgumentParser:
         "padding, not computed into the padded buffer's interior (D-COMPILE-PAD-IN-PLACE)",
     )
     p.add_argument(
+        "--no-transposed-reads",
+        action="store_true",
+        help="a transposed graph input (NCHW) is transposed into a DDR buffer of its own "
+        "that its consumers read, not read through a strided view (D-COMPILE-LAYOUT)",
+    )
+    p.add_argument(
         "--no-concat-in-place",
         action="store_true",
         help="a concatenation's inputs are computed into buffers of their own and copied "
@@ -521,6 +527,7 @@ def _run(args: argparse.Namespace) -> int:
         jam=not args.no_jam,
         pad_in_place=not args.no_pad_in_place,
         concat_in_place=not args.no_concat_in_place,
+        transposed_reads=not args.no_transposed_reads,
     )
     if args.tune and (ext != ".onnx" or args.bisect):
         return _usage("--tune takes a .onnx model (and no --bisect)")

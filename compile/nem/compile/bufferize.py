@@ -32,16 +32,24 @@ BUFFERIZE = (
 """The bufferization of the `bufferize` stage (and of the reference path)."""
 
 
-def run(module: Any, pads_in_place: bool = True, concats_in_place: bool = True) -> None:
+def run(
+    module: Any,
+    pads_in_place: bool = True,
+    concats_in_place: bool = True,
+    transposed_reads: bool = True,
+) -> None:
     """The upstream bufferization of `module` (an `mlir.ir.Module`), in
     place; with `concats_in_place`, each concatenation's inputs computed
     into its buffer (D-COMPILE-CONCAT-IN-PLACE), with `pads_in_place`, each
     padded tensor's source computed into the padded buffer
     (D-COMPILE-PAD-IN-PLACE): concatenations first, so that a padded one's
-    inputs are computed into the padded buffer."""
+    inputs are computed into the padded buffer; with `transposed_reads`, a
+    transposed graph input read through a strided view (D-COMPILE-LAYOUT,
+    `nem.compile.transposed_reads`), after the passes, on buffers."""
     from mlir.passmanager import PassManager
 
     from nem.compile import concats, pads
+    from nem.compile import transposed_reads as transposed_reads_
 
     read_only_args_as_buffers(module)
     written = concats_in_place and concats.write_in_place(module)
@@ -49,6 +57,8 @@ def run(module: Any, pads_in_place: bool = True, concats_in_place: bool = True) 
     PassManager.parse(f"builtin.module({BUFFERIZE},canonicalize,cse)").run(module.operation)
     if written or padded:
         pads.drop_self_copies(module)
+    if transposed_reads:
+        transposed_reads_.read_through_views(module)
 
 
 def _only_read(arg: Any) -> bool:

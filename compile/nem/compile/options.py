@@ -76,6 +76,11 @@ class CompileOptions:
     and only its border is filled, instead of a copy of the whole tensor into
     a buffer filled whole (D-COMPILE-PAD-IN-PLACE; off with
     `--no-pad-in-place`)."""
+    transposed_reads: bool = True
+    """A transposed graph input is read by its consumers through a strided
+    view, each staging copy transposing on its way from DDR to L1, instead of
+    transposed into a DDR buffer of its own first (D-COMPILE-LAYOUT, session
+    26; off with `--no-transposed-reads`)."""
     concat_in_place: bool = True
     """A concatenation's inputs are computed into its buffer's slices instead
     of buffers of their own copied into it (D-COMPILE-CONCAT-IN-PLACE; off

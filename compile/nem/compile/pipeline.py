@@ -235,7 +235,9 @@ class Driver:
 
             decompose_unsupported(module, self.device)  # on tensors (D-COMPILE-SOFTMAX)
             options = self.options  # D-COMPILE-BUFFERIZE-ARGS
-            bufferize.run(module, options.pad_in_place, options.concat_in_place)
+            bufferize.run(
+                module, options.pad_in_place, options.concat_in_place, options.transposed_reads
+            )
             return str(module)
 
         self.timed("bufferize", bufferize, lambda: module)

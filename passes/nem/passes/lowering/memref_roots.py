@@ -133,6 +133,8 @@ class MemrefRoots:
             self._alias(op.result, op.source)
         elif isinstance(op, memref.CollapseShapeOp | memref.ExpandShapeOp):
             self._alias(op.result, op.src)
+        elif isinstance(op, memref.ReinterpretCastOp):
+            self._alias(op.result, op.source)
         elif isinstance(op, memref.CastOp):
             self._alias(op.results[0], op.source, keep_shape=True)
         elif isinstance(op, ViewOp):  # what nem-rewrite-views makes of the three above
