@@ -490,6 +490,56 @@ def test_a_densenet_layers_weights_split_before_its_tile_loop():
     assert timed_cycles(new.nem) < 0.95 * timed_cycles(held.nem)
 
 
+def test_a_densenet_3x3_kernels_weights_split_over_every_dma(monkeypatch):
+    """DenseNet-121's straight-line 3x3 layers at 7x7 (session 26): a 1x1
+    conv of 256 to 128 channels, BatchNormalization's scale and shift and a
+    Relu, then a 3x3 conv of 128 to 32 channels, on four engines.  Each
+    engine part stages the 3x3 kernel's 144 KiB of weights, `[3, 3, 128,
+    32]`, once: cut along its outermost dimension (kh = 3) it made 3 slices
+    of 48 KiB, the fourth DMA idle.  Its dimensions are contiguous on both
+    sides, so merged (`merge_rows`) it makes 4 slices of 36 KiB: the same
+    output bits under random schedules, no more cycles (here the load runs
+    beside the 1x1 conv: as many; in a cut of DenseNet's block 4, where it
+    waits for the padded input's fills, 1.7% fewer over the cut)."""
+    pytest.importorskip("mlir.ir")
+    from compile_runs import graph_model, only_output, timed_cycles
+    from onnx import helper, numpy_helper
+
+    from nem.compile import compile_onnx
+
+    rng = np.random.default_rng(0)
+    c, f = 128, 32
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.1, 0.1, (c, 256, 1, 1)).astype(np.float32), "v"),
+        numpy_helper.from_array(rng.standard_normal((1, c, 1, 1)).astype(np.float32), "s"),
+        numpy_helper.from_array(rng.standard_normal((1, c, 1, 1)).astype(np.float32), "b"),
+        numpy_helper.from_array(rng.uniform(-0.1, 0.1, (f, c, 3, 3)).astype(np.float32), "w"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "v"], ["x1"], name="conv1", kernel_shape=[1, 1]),
+        helper.make_node("Mul", ["x1", "s"], ["m"], name="mul"),
+        helper.make_node("Add", ["m", "b"], ["a"], name="add"),
+        helper.make_node("Relu", ["a"], ["r"], name="relu"),
+        helper.make_node(
+            "Conv", ["r", "w"], ["y"], name="conv3", kernel_shape=[3, 3], pads=[1] * 4
+        ),
+    ]
+    model = graph_model(nodes, (1, 256, 7, 7), inits)
+    base = compile_onnx(model, device="npm_pro_x1", split_transfers=False)
+    assert base.nem.count("shape=[3, 3, 128, 32], layout=NHWC, src=region(w,") == 4
+    new = dataclasses.replace(base, nem=_split(base.nem))
+    with monkeypatch.context() as m:  # the rule before: slices along kh only
+        m.setattr(split_transfers, "merge_rows", lambda shape, dim, *s: (shape, *s), raising=False)
+        old = dataclasses.replace(base, nem=_split(base.nem))
+    assert old.nem.count("shape=[1, 3, 128, 32], layout=NHWC, src=region(w,") == 12
+    assert new.nem.count("shape=[9216], strides=[1], src=region(w,") == 16
+    assert np.array_equal(
+        only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
+    )
+    assert timed_cycles(new.nem) <= timed_cycles(old.nem)
+    assert _split(new.nem) == new.nem
+
+
 @pytest.mark.slow  # one compile and three runs of a conv
 def test_weights_staged_per_tile_split_however_few_the_tiles():
     """A 3x3 conv of 256 to 64 channels over 8x8 pixels, tiles of 32 output
@@ -497,7 +547,8 @@ def test_weights_staged_per_tile_split_however_few_the_tiles():
     weight slice each, 576 KiB over its runs, under a `min-moved` of 8 MiB
     (the default until session 23; now 256 KiB, which splits it too).
     Spanning `min-once` it splits (it stayed whole when `min-once` applied
-    only to transfers in no loop): the same output bits under random
+    only to transfers in no loop; since session 26 in 4 slices, its kh, kw
+    and input channels merged): the same output bits under random
     schedules, in under 0.9x the cycles."""
     pytest.importorskip("mlir.ir")
     from compile_runs import conv3x3_model, only_output, timed_cycles
@@ -509,7 +560,8 @@ def test_weights_staged_per_tile_split_however_few_the_tiles():
     whole = compile_onnx(model, split_transfers=False, **opts)
     old = dataclasses.replace(whole, nem=_split(whole.nem, min_once=1 << 30, min_moved=8 << 20))
     new = dataclasses.replace(whole, nem=_split(whole.nem, min_moved=8 << 20))
-    staged = re.compile(r"^\s+copy\d+_1 = transfer.async\(.*shape=\[1, 3, 256, 32\]", re.M)
+    # kh, kw and the input channels merged (`merge_rows`, session 26): 4 slices
+    staged = re.compile(r"^\s+copy\d+_4 = transfer.async\(.*shape=\[576, 32\]", re.M)
     assert staged.search(new.nem) and not staged.search(old.nem)
     assert np.array_equal(
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)

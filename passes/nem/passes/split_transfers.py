@@ -15,8 +15,9 @@ loop or not: such a copy costs its DMA as long as one made once, and there
 are few), or in no loop `min-single` (a small layer's weights staged once
 before its tile loop), becomes k transfers of
 disjoint slices along the outermost dimension larger than 1 (k = min(DMAs
-per engine, that dimension, span / `min-piece`), `even_parts`), each with
-the original's deps:
+per engine, that dimension, span / `min-piece`), `even_parts`; a dimension
+shorter than the DMAs first merged with the contiguous ones inside it,
+`merge_rows`), each with the original's deps:
 
     t = transfer.async(dst=region(L1_0, o, 36864) elem=f32, shape=[3, 3, 32, 32], layout=NHWC,
                        src=region(w, 0, 36864) elem=f32, ..., deps=[a])
@@ -206,6 +207,10 @@ class Plan:
     parts: list[tuple[int, int]]
     strides: tuple[tuple[int, ...], tuple[int, ...]]  # dst's, src's
     elem_bytes: int
+    shape: tuple[int, ...] = ()
+    """The box the slices are cut from: the transfer's, or with the
+    dimensions from `dim` on merged into one where that gives the DMAs rows
+    enough (`merge_rows`); then `strides` are the merged box's."""
 
 
 def touches_l1(op: TransferOp) -> bool | None:
@@ -267,6 +272,8 @@ def plan_split(op: TransferOp, dmas: int, min_bytes: int, min_piece: int) -> Pla
     ds, ss = _elem_strides(dt, shape), _elem_strides(st, shape)
     if ds is None or ss is None:
         return None
+    if shape[dim] < dmas:
+        shape, ds, ss = merge_rows(shape, dim, ds, ss)
     span = 0  # the bytes a side spans, from its first element to its last
     for side, strides in enumerate((ds, ss)):
         inner = sum((n - 1) * s for n, s in zip(shape[dim + 1 :], strides[dim + 1 :]))
@@ -274,7 +281,29 @@ def plan_split(op: TransferOp, dmas: int, min_bytes: int, min_piece: int) -> Pla
             return None  # the slices' writes would share bytes: keep it whole
         span = max(span, ((shape[dim] - 1) * strides[dim] + inner + 1) * eb)
     k = int(slice_count(span, shape[dim], dmas, min_bytes, min_piece))
-    return Plan(dim, even_parts(shape[dim], k), (ds, ss), eb) if k >= 2 else None
+    return Plan(dim, even_parts(shape[dim], k), (ds, ss), eb, tuple(shape)) if k >= 2 else None
+
+
+def merge_rows(
+    shape: Sequence[int], dim: int, *strides: tuple[int, ...]
+) -> tuple[tuple[int, ...], ...]:
+    """`shape` with dimension `dim` and those inside it merged into one for
+    as long as every side in `strides` is contiguous across them (each
+    dimension's stride the next one's extent times its stride), and those
+    strides so merged: a box with fewer rows than the DMAs (a 3x3 kernel's
+    `[3, 3, 128, 32]` weights: 3 slices of 49 KB, the fourth DMA idle,
+    session 26) is then cut into as many slices as the DMAs, of one size
+    (9,216 elements each).  Element i of a merged slice is element i of the
+    box it is cut from (row-major on both sides), so each slice moves the
+    same elements as before onto the same bytes."""
+    end = dim
+    while end + 1 < len(shape) and all(s[end] == shape[end + 1] * s[end + 1] for s in strides):
+        end += 1
+    rows = 1
+    for n in shape[dim : end + 1]:
+        rows *= n
+    merged = (*shape[:dim], rows, *shape[end + 1 :])
+    return (merged, *((*s[:dim], s[end], *s[end + 1 :]) for s in strides))
 
 
 def moved_bytes(op: TransferOp) -> int:
@@ -296,8 +325,11 @@ def _slice(b: NemBuilder, region: SSAValue, plan: Plan, side: int, at: int, m: i
     t = region.type
     assert isinstance(t, RegionType) and t.shape_values is not None
     strides = plan.strides[side]
-    shape = list(t.shape_values)
+    shape = list(plan.shape or t.shape_values)
     shape[plan.dim] = m
+    # a merged box (`merge_rows`) has fewer dimensions than the layout
+    # names: its strides say where its elements are
+    layout = t.layout_name if len(shape) == len(t.shape_values) else None
     last = sum((n - 1) * s for n, s in zip(shape, strides))
     delta = at * strides[plan.dim] * plan.elem_bytes
     base = rop.offset.owner
@@ -312,8 +344,8 @@ def _slice(b: NemBuilder, region: SSAValue, plan: Plan, side: int, at: int, m: i
         (last + 1) * plan.elem_bytes,
         elem=t.elem,
         shape=shape,
-        layout=t.layout_name,
-        strides=list(strides) if t.stride_values is not None else None,
+        layout=layout,
+        strides=list(strides) if t.stride_values is not None or layout is None else None,
         decorators=rop.decorator_list(),
     )
 
