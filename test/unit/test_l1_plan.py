@@ -253,14 +253,18 @@ def test_the_plan_counts_the_lowerings_scratch(case, monkeypatch):
 
 
 def _two_alike(c: int, hw: int) -> onnx.ModelProto:
-    """Two 1x1 convolutions of the same shape in a row (weights differ)."""
+    """Two 1x1 convolutions of the same shape in a row (weights differ), after
+    a Relu: a convolution reading the NCHW graph input itself reads it
+    through a transposed view (D-COMPILE-LAYOUT, session 26), which makes
+    it unlike the second one."""
     rng = np.random.default_rng(1)
     ws = [
         numpy_helper.from_array(rng.uniform(-0.1, 0.1, (c, c, 1, 1)).astype(np.float32), n)
         for n in ("w1", "w2")
     ]
     nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["h"], name="c1"),
+        helper.make_node("Relu", ["x"], ["r"], name="r"),
+        helper.make_node("Conv", ["r", "w1"], ["h"], name="c1"),
         helper.make_node("Conv", ["h", "w2"], ["y"], name="c2"),
     ]
     g = helper.make_graph(
