@@ -15,38 +15,19 @@ import random
 import numpy as np
 import pytest
 
-from nem.runtime import NemInterpreter
 from nem.runtime.roofline import Busy, line_ranges
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("mlir.ir")
 
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-
-def _model(name, inputs, outputs, nodes, weights):
-    rng = np.random.default_rng(19)
-    inits = [
-        numpy_helper.from_array((rng.standard_normal(shape) * 0.05).astype(np.float32), w)
-        for w, shape in weights
-    ]
-    graph = helper.make_graph(
-        nodes,
-        name,
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+from onnx import helper  # noqa: E402
+from roofline_models import conv_bn_relu, small_model, timed_session  # noqa: E402
 
 
 def mlp2():
     """The outside check's mlp2: x 8x256, Gemm 256->512, Relu, Gemm 512->10,
     Softmax(axis=1)."""
-    return _model(
+    return small_model(
         "mlp2",
         [("x", [8, 256])],
         [("y", [8, 10])],
@@ -58,22 +39,6 @@ def mlp2():
         ],
         [("W1", (256, 512)), ("B1", (512,)), ("W2", (512, 10)), ("B2", (10,))],
     )
-
-
-def timed_session(model, label):
-    """`model` compiled as `nem-compile -o LABEL.nemb` writes it (so its
-    tasks carry their ONNX nodes, D-BC-NODES), run timed to its end: the
-    session and the program's text form (the lines the report gives)."""
-    from nem.cli.nem_compile import nemb_bytes
-    from nem.compile import compile_onnx
-
-    result = compile_onnx(model, device="npm_pro_x1", origins=True)
-    it = NemInterpreter(device="npm_pro_x1", trace=False)
-    it.set_mode("timed")
-    it.load_bytecode(nemb_bytes(result, f"{label}.nemb", f"{label}.onnx"), f"{label}.nemb")
-    session = it.start()
-    assert session.run_to_end().status == "completed"
-    return session, result.nem.splitlines()
 
 
 def _report(model, label):
@@ -147,7 +112,7 @@ def test_the_final_layout_copy_belongs_to_the_node_that_made_the_output():
     """A Conv's NCHW output is written by copies the compiler adds after the
     node (NHWC to NCHW), not located at it: they take their inputs from the
     node's tasks only, so they are its work, not a `segment at line N`."""
-    conv = _model(
+    conv = small_model(
         "conv",
         [("x", [1, 8, 8, 8])],
         [("y", [1, 8, 8, 8])],
@@ -185,7 +150,7 @@ def silu_gelu_mlp():
         helper.make_node("Constant", [], [n], value_float=v, name=f"c_{n}")
         for n, v in (("sqrt2", 2**0.5), ("one", 1.0), ("half", 0.5))
     ]
-    return _model(
+    return small_model(
         "silu_gelu",
         [("x", [8, 64])],
         [("y", [8, 10])],
@@ -204,26 +169,6 @@ def silu_gelu_mlp():
         ],
         [("W1", (64, 128)), ("B1", (128,)), ("W2", (128, 128)), ("B2", (128,))]
         + [("W3", (128, 10)), ("B3", (10,))],
-    )
-
-
-def conv_bn_relu():
-    """x 1x3x16x16, Conv 3 to 8, BatchNormalization, Relu, Conv 8 to 8, Relu
-    (the last writes the graph output: not fused, its own group)."""
-    return _model(
-        "conv_bn",
-        [("x", [1, 3, 16, 16])],
-        [("y", [1, 8, 16, 16])],
-        [
-            helper.make_node("Conv", ["x", "C1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
-            helper.make_node("Abs", ["v0"], ["v"], name="var"),
-            helper.make_node("BatchNormalization", ["c1", "g", "b", "m", "v"], ["n1"], name="bn"),
-            helper.make_node("Relu", ["n1"], ["r1"], name="relu1"),
-            helper.make_node("Conv", ["r1", "C2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
-            helper.make_node("Relu", ["c2"], ["y"], name="relu2"),
-        ],
-        [("C1", (8, 3, 3, 3)), ("g", (8,)), ("b", (8,)), ("m", (8,)), ("v0", (8,))]
-        + [("C2", (8, 8, 3, 3))],
     )
 
 

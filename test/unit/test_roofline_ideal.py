@@ -17,7 +17,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("mlir.ir")
 
 from onnx import TensorProto, helper  # noqa: E402
-from test_roofline_groups import conv_bn_relu, timed_session  # noqa: E402
+from roofline_models import conv_bn_relu, timed_session  # noqa: E402
 
 from nem.cli.nem_run import run  # noqa: E402
 from nem.frontends.onnx.traffic import NodeTraffic, Traffic  # noqa: E402
