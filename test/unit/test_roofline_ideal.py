@@ -129,3 +129,21 @@ def test_nem_run_reads_the_model_for_the_ideal_bounds(tmp_path, capsys):
     assert run([str(nemb), *flags, str(bad)]) == 1
     captured = capsys.readouterr()
     assert captured.out == "" and "bad.onnx" in captured.err and "Traceback" not in captured.err
+
+
+def test_a_model_that_names_none_of_the_groups_is_said_so(conv_bn_relu_report):
+    """Another model than the program's gives no group an ideal bound: the
+    text says so instead of a column of dashes alone."""
+    from roofline_models import small_model
+
+    session, _ = conv_bn_relu_report
+    other = small_model(
+        "other",
+        [("a", [2, 3])],
+        [("b", [2, 3])],
+        [helper.make_node("Relu", ["a"], ["b"], name="q")],
+        [],
+    )
+    text = session.roofline(NodeTraffic(other).of).to_text()
+    assert "ideal: no group's nodes are nodes of the model given" in text
+    assert "ideal: no group's" not in session.roofline(NodeTraffic(conv_bn_relu()).of).to_text()

@@ -95,3 +95,23 @@ def test_a_transpose_into_a_padded_buffer_is_left_alone():
     conv = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1] * 4)
     text = compile_onnx(graph_model([conv], [1, 3, 16, 16], [w]), **OPTS).stage("bufferize").text
     assert "linalg.transpose ins(%arg0" in text and "reinterpret_cast" not in text
+
+
+def test_an_f16_input_keeps_its_nhwc_copy():
+    """Only f32 inputs are read through the view: an f16 1x1 conv over 2,048
+    channels read so was cut along its channels, its partial sums rounded to
+    f16 between the cuts, 1.24 tolerances from onnxruntime (test_bisect's
+    f16 reduction; D-COMPILE-LAYOUT, on merging, session 26)."""
+    from onnx import TensorProto
+
+    w = numpy_helper.from_array(np.ones((8, 64, 1, 1), np.float16), "w")
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv")],
+        "c",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 64, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 8, 4, 4])],
+        [w],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    text = compile_onnx(model, **OPTS).stage("bufferize").text
+    assert "linalg.transpose ins(%arg0" in text and "reinterpret_cast" not in text

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nem.compile.options import CompileOptions
+
 BUFFERIZE = (
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
@@ -32,33 +34,30 @@ BUFFERIZE = (
 """The bufferization of the `bufferize` stage (and of the reference path)."""
 
 
-def run(
-    module: Any,
-    pads_in_place: bool = True,
-    concats_in_place: bool = True,
-    transposed_reads: bool = True,
-) -> None:
+def run(module: Any, options: CompileOptions | None = None) -> None:
     """The upstream bufferization of `module` (an `mlir.ir.Module`), in
-    place; with `concats_in_place`, each concatenation's inputs computed
-    into its buffer (D-COMPILE-CONCAT-IN-PLACE), with `pads_in_place`, each
-    padded tensor's source computed into the padded buffer
-    (D-COMPILE-PAD-IN-PLACE): concatenations first, so that a padded one's
-    inputs are computed into the padded buffer; with `transposed_reads`, a
-    transposed graph input read through a strided view (D-COMPILE-LAYOUT,
+    place, as `options` (default: `CompileOptions()`'s) say: with
+    `concat_in_place`, each concatenation's inputs computed into its buffer
+    (D-COMPILE-CONCAT-IN-PLACE), with `pad_in_place`, each padded tensor's
+    source computed into the padded buffer (D-COMPILE-PAD-IN-PLACE):
+    concatenations first, so that a padded one's inputs are computed into
+    the padded buffer; with `transposed_reads`, a transposed graph input
+    read through a strided view (D-COMPILE-LAYOUT,
     `nem.compile.transposed_reads`), after the passes, on buffers."""
     from mlir.passmanager import PassManager
 
-    from nem.compile import concats, pads
-    from nem.compile import transposed_reads as transposed_reads_
+    from nem.compile import concats, pads, transposed_reads
+
+    options = options or CompileOptions()
 
     read_only_args_as_buffers(module)
-    written = concats_in_place and concats.write_in_place(module)
-    padded = pads_in_place and pads.write_in_place(module)
+    written = options.concat_in_place and concats.write_in_place(module)
+    padded = options.pad_in_place and pads.write_in_place(module)
     PassManager.parse(f"builtin.module({BUFFERIZE},canonicalize,cse)").run(module.operation)
     if written or padded:
         pads.drop_self_copies(module)
-    if transposed_reads:
-        transposed_reads_.read_through_views(module)
+    if options.transposed_reads:
+        transposed_reads.read_through_views(module)
 
 
 def _only_read(arg: Any) -> bool:

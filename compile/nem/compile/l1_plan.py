@@ -37,6 +37,7 @@ from nem.compile.fusion import FUSE, broadcast_inputs, epilogue_steps
 from nem.compile.hoist import varies
 from nem.compile.nest_ir import ops_named, owner_op
 from nem.compile.target import FAST_SPACE
+from nem.dialect.semantics.clamp import clamp_matches_min_max
 
 if TYPE_CHECKING:
     from nem.dialect.device_model import Device
@@ -183,34 +184,34 @@ def _tree(body: list[ir.Operation], inside: set[ir.Value], broadcasts: int) -> f
 
 
 def _clamped(op: ir.Operation, inside: set[ir.Value]) -> ir.Operation | None:
-    """The `maximumf` of `op` when `op` is `minimumf(maximumf(x, lo), hi)` of
-    constant bounds, which the lowering raises to one `clamp` task with no
-    splat tiles (D-LOW-CLAMP: as `nest_analysis.clamp_of`, not for lo = -0
-    or hi = +0, whose splats count), else None.  The max's result still
-    counts a tile: one more than the lowering declares, never less."""
+    """The `maximumf` of `op` when `op` is `minimumf(maximumf(x, lo), hi)`
+    (either operand order of each) of constant bounds, which the lowering
+    raises to one `clamp` task with no splat tiles (D-LOW-CLAMP, as
+    `nest_analysis.clamp_of`: where `clamp_matches_min_max`), else None.
+    The max's result still counts a tile: one more than the lowering
+    declares, never less."""
     if op.name != "arith.minimumf":
         return None
-    for m, hi in (op.operands, op.operands[::-1]):
-        mx = owner_op(m)
-        if mx is None or mx.name != "arith.maximumf" or _bound(hi, inside) in (None, 1.0):
+    for m, h in (op.operands, op.operands[::-1]):
+        mx, hi = owner_op(m), _float_const(h, inside)
+        if mx is None or mx.name != "arith.maximumf" or hi is None:
             continue
-        signs = [_bound(v, inside) for v in mx.operands]
-        if signs.count(None) == 1 and -1.0 not in signs:
-            return mx
+        for x, low in (mx.operands, mx.operands[::-1]):
+            lo = _float_const(low, inside)
+            if lo is None or _float_const(x, inside) is not None:
+                continue
+            return mx if clamp_matches_min_max(lo, hi) else None
     return None
 
 
-def _bound(v: ir.Value, inside: set[ir.Value]) -> float | None:
-    """For a float constant `v`: its sign if it is a zero, else 0.0; None
-    for any other value."""
+def _float_const(v: ir.Value, inside: set[ir.Value]) -> float | None:
+    """The value of float constant `v` (not one of the tree's own values),
+    else None."""
     owner = owner_op(v)
     if v in inside or owner is None or owner.name != "arith.constant":
         return None
     attr = owner.attributes["value"]
-    if not isinstance(attr, ir.FloatAttr):
-        return None
-    value = ir.FloatAttr(attr).value
-    return math.copysign(1.0, value) if value == 0 else 0.0
+    return ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else None
 
 
 def _scratch(tile_bytes: int, temporaries: float) -> int:

@@ -234,10 +234,7 @@ class Driver:
             from nem.compile.softmax import decompose_unsupported
 
             decompose_unsupported(module, self.device)  # on tensors (D-COMPILE-SOFTMAX)
-            options = self.options  # D-COMPILE-BUFFERIZE-ARGS
-            bufferize.run(
-                module, options.pad_in_place, options.concat_in_place, options.transposed_reads
-            )
+            bufferize.run(module, self.options)  # D-COMPILE-BUFFERIZE-ARGS
             return str(module)
 
         self.timed("bufferize", bufferize, lambda: module)

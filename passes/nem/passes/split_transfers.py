@@ -73,6 +73,7 @@ the blocks holding a chosen transfer) only carries it out.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
@@ -207,10 +208,10 @@ class Plan:
     parts: list[tuple[int, int]]
     strides: tuple[tuple[int, ...], tuple[int, ...]]  # dst's, src's
     elem_bytes: int
-    shape: tuple[int, ...] = ()
+    shape: tuple[int, ...]
     """The box the slices are cut from: the transfer's, or with the
     dimensions from `dim` on merged into one where that gives the DMAs rows
-    enough (`merge_rows`); then `strides` are the merged box's."""
+    enough (`merge_rows`); `strides` are this box's."""
 
 
 def touches_l1(op: TransferOp) -> bool | None:
@@ -299,10 +300,7 @@ def merge_rows(
     end = dim
     while end + 1 < len(shape) and all(s[end] == shape[end + 1] * s[end + 1] for s in strides):
         end += 1
-    rows = 1
-    for n in shape[dim : end + 1]:
-        rows *= n
-    merged = (*shape[:dim], rows, *shape[end + 1 :])
+    merged = (*shape[:dim], math.prod(shape[dim : end + 1]), *shape[end + 1 :])
     return (merged, *((*s[:dim], s[end], *s[end + 1 :]) for s in strides))
 
 
@@ -325,7 +323,7 @@ def _slice(b: NemBuilder, region: SSAValue, plan: Plan, side: int, at: int, m: i
     t = region.type
     assert isinstance(t, RegionType) and t.shape_values is not None
     strides = plan.strides[side]
-    shape = list(plan.shape or t.shape_values)
+    shape = list(plan.shape)
     shape[plan.dim] = m
     # a merged box (`merge_rows`) has fewer dimensions than the layout
     # names: its strides say where its elements are

@@ -493,6 +493,11 @@ class Report:
                 "ideal, i-ratio: the bound of the ONNX nodes' least work (the tensors entering and "
                 "leaving the group once, its MACs), and cycles / it"
             )
+            if not any(r.ideal_bound for r in self.groups):
+                out.append(
+                    "ideal: no group's nodes are nodes of the model given with static shapes "
+                    "(give --onnx the model this program was compiled from)"
+                )
         return "\n".join(out)
 
 

@@ -3,6 +3,10 @@
 // an NCHW graph input that a convolution reads as NHWC (D-COMPILE-LAYOUT,
 // session 26). The copy into z transposes x on its way: one transfer whose
 // source steps along x's channels 6 elements apart.
+// nem-rewrite-views makes it a nem_lowering.view before the conversion (D-LOW-VIEW-OP):
+// RUN: nem-opt %s -p nem-rewrite-views | filecheck %s --check-prefix=VIEW
+// VIEW: "nem_lowering.view"(%x) <{shape = array<i64: 1, 2, 3, 4>, strides = array<i64: 24, 3, 1, 6>}> : (memref<1x4x2x3xf32>) -> memref<1x2x3x4xf32, strided<[24, 3, 1, 6]>>
+// VIEW-NOT: reinterpret_cast
 // RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1}' -t nem -o %t.nem
 // RUN: filecheck %s < %t.nem
 // RUN: nem-opt %t.nem -p nem-verify -o /dev/null 2>&1 | filecheck %s --allow-empty --check-prefix=VERIFY

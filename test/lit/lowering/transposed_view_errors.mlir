@@ -31,3 +31,13 @@ func.func @dynamic(%x: memref<24xf32>, %z: memref<24xf32>) {
   memref.copy %v, %z : memref<24xf32, strided<[1], offset: ?>> to memref<24xf32>
   return
 }
+
+// -----
+
+func.func @with_an_offset(%x: memref<24xf32>, %z: memref<2x11xf32>) {
+  // expected-error@+1 {{not supported: a memref.reinterpret_cast with an offset}}
+  %v = memref.reinterpret_cast %x to offset: [1], sizes: [2, 11], strides: [11, 1]
+      : memref<24xf32> to memref<2x11xf32, strided<[11, 1], offset: 1>>
+  memref.copy %v, %z : memref<2x11xf32, strided<[11, 1], offset: 1>> to memref<2x11xf32>
+  return
+}

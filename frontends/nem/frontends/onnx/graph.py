@@ -60,6 +60,20 @@ ELEM_TYPES: dict[int, tuple[str, np.dtype]] = {
 DOUBLE and INT64 are demoted to f32 and i32 by default (D-COMPILE-F64, D-COMPILE-I64)."""
 
 
+def program_elem_types(
+    demote_f64: bool = True, demote_i64: bool = True
+) -> dict[int, tuple[str, np.dtype]]:
+    """ONNX element type -> the program's (spec name, dtype): `ELEM_TYPES`,
+    with DOUBLE computed as FLOAT (`demote_f64`, D-COMPILE-F64) and INT64 as
+    INT32 (`demote_i64`, D-COMPILE-I64)."""
+    types = dict(ELEM_TYPES)
+    if demote_f64:
+        types[onnx.TensorProto.DOUBLE] = ELEM_TYPES[onnx.TensorProto.FLOAT]
+    if demote_i64:
+        types[onnx.TensorProto.INT64] = ELEM_TYPES[onnx.TensorProto.INT32]
+    return types
+
+
 TRANSPOSE_BLOCK = 256
 """Side of the square blocks in which `c_order` copies a transposed matrix."""
 
@@ -280,11 +294,7 @@ class Importer:
         self.node_index = node_index
         """Node name -> index in the user's model (`prepare.Prepared`); None:
         the graph converted is the user's, positions are indices."""
-        self.elem_types = dict(ELEM_TYPES)
-        if demote_f64:  # D-COMPILE-F64
-            self.elem_types[onnx.TensorProto.DOUBLE] = ELEM_TYPES[onnx.TensorProto.FLOAT]
-        if demote_i64:  # D-COMPILE-I64
-            self.elem_types[onnx.TensorProto.INT64] = ELEM_TYPES[onnx.TensorProto.INT32]
+        self.elem_types = program_elem_types(demote_f64, demote_i64)
         from nem.frontends.onnx.prepare import ShapeInferenceError, infer_shapes_strict, with_shapes
 
         try:

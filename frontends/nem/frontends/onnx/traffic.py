@@ -25,20 +25,15 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 import onnx
 
+from nem.frontends.onnx.graph import program_elem_types
 from nem.frontends.onnx.prepare import user_graph, value_types
 
-_T = onnx.TensorProto
-PROGRAM_ELEM: dict[int, tuple[str, int]] = {
-    _T.FLOAT: ("f32", 4),
-    _T.DOUBLE: ("f32", 4),
-    _T.FLOAT16: ("f16", 2),
-    _T.INT32: ("i32", 4),
-    _T.INT64: ("i32", 4),
-    _T.BOOL: ("i8", 1),
-}
-"""ONNX element type -> the program's element type and its bytes."""
+PROGRAM_ELEM = program_elem_types()
+"""ONNX element type -> the program's element type and dtype (the
+importer's defaults: f64 and int64 demoted)."""
 
 
 @dataclass(frozen=True)
@@ -100,18 +95,20 @@ class NodeTraffic:
         dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.tensor_type.shape.dim]
         return None if any(d < 0 for d in dims) else dims
 
-    def _elem(self, v: str) -> str | None:
+    def _program_type(self, v: str) -> tuple[str, np.dtype] | None:
+        """The program's element type and dtype of value `v`, None if none."""
         t = self._types.get(v)
-        known = PROGRAM_ELEM.get(t.tensor_type.elem_type) if t is not None else None
+        return PROGRAM_ELEM.get(t.tensor_type.elem_type) if t is not None else None
+
+    def _elem(self, v: str) -> str | None:
+        known = self._program_type(v)
         return known[0] if known else None
 
     def _bytes(self, v: str) -> int | None:
-        shape = self._shape(v)
-        t = self._types.get(v)
-        known = PROGRAM_ELEM.get(t.tensor_type.elem_type) if t is not None else None
+        shape, known = self._shape(v), self._program_type(v)
         if shape is None or known is None:
             return None
-        return math.prod(shape) * known[1]
+        return math.prod(shape) * known[1].itemsize
 
     def _macs(self, n: onnx.NodeProto) -> int | None:
         """The node's multiply-accumulates; 0 for an op without; None when a

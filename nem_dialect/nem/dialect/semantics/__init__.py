@@ -32,4 +32,6 @@ second copy of a fact in this package: remove the copy (docs/design.md,
   device (D-SEM-UNITS, RES-03/04/05/07).
 * **Memory layout of a level** (`layout`: `layout`): the placement the capacity check
   verifies is the one the runtime uses (D-SEM-LAYOUT, DEV-16).
+* **When `clamp` is the IR's min of max** (`clamp`: `clamp_matches_min_max`): the
+  lowering's raise and the compiler's L1 plan ask it (D-LOW-CLAMP).
 """

@@ -11,10 +11,6 @@ dynamic sizes.  Both are views of existing bytes (no task, no copy):
     -> the size is the value `%0` has where the subview is lowered: 32 in the
        full tiles and 8 in the peeled last tile (D-LOW-PEEL), else rejected
 
-A static `memref.reinterpret_cast` of a whole buffer is a view with the
-cast's sizes and strides (nem-compile's transposed reads of an NCHW graph
-input, D-COMPILE-LAYOUT: the staging copies then transpose on the way).
-
 A `memref.view` needs a static result shape and a byte offset that is a
 whole number of result elements (symbolic offsets included: every term a
 multiple of the element size); a dynamic subview size must be a constant
@@ -34,14 +30,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.views import (
-    View,
-    check_elem,
-    elem_size,
-    last_offset,
-    row_major,
-    subview_view,
-)
+from nem.passes.lowering.views import View, check_elem, elem_size, row_major, subview_view
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext
@@ -136,38 +125,7 @@ def lower_view(lw: Lowering, op: memref.ViewOp, st: BlockState) -> None:
     )
 
 
-def lower_reinterpret_cast(lw: Lowering, op: memref.ReinterpretCastOp, st: BlockState) -> None:
-    """A static strided view of a whole row-major buffer (the compiler's
-    transposed reads of a graph input, D-COMPILE-LAYOUT): its offset, sizes
-    and strides are the view's, in elements from the buffer's start, and
-    every element it reaches must lie in the buffer."""
-    src = lw.ctx.view(op.source, op)
-    values = [
-        op.static_offsets.get_values(),
-        op.static_sizes.get_values(),
-        op.static_strides.get_values(),
-    ]
-    if list(op.offsets) + list(op.sizes) + list(op.strides) or any(
-        DYNAMIC_INDEX in v for v in values
-    ):
-        raise reject(op, "not supported: a memref.reinterpret_cast that is not static (D-LOW-VIEW)")
-    (offset,), sizes, strides = ([int(x) for x in v] for v in values)
-    whole = src.base.is_const() and src.base.const == 0 and src.strides == row_major(src.shape)
-    if not whole:
-        raise reject(op, "not supported: a memref.reinterpret_cast of a view (D-LOW-VIEW)")
-    reach = offset + last_offset(sizes, strides) + 1
-    if min(sizes, default=1) <= 0 or min(strides, default=1) < 0 or reach > src.span:
-        raise reject(
-            op,
-            f"memref.reinterpret_cast reaches element {reach - 1} of a {src.span}-element memref",
-        )
-    lw.ctx.views[op.result] = View(
-        src.buffer, src.level, src.elem, tuple(sizes), tuple(strides), Aff.c(offset), src.name
-    )
-
-
 HANDLERS: dict[type[Operation], Handler] = {
     memref.SubviewOp: lower_subview,
     memref.ViewOp: lower_view,
-    memref.ReinterpretCastOp: lower_reinterpret_cast,
 }

@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from nem.dialect.expressions import postorder
+from nem.dialect.semantics.clamp import clamp_matches_min_max
 from nem.passes.lowering.affine_algebra import (
     Aff,
     Dim,
@@ -146,11 +147,10 @@ def relu_select(op: Operation) -> SSAValue | None:
 
 def clamp_of(op: Operation) -> tuple[SSAValue, float, float] | None:
     """(x, lo, hi) when `op` is `minimumf(maximumf(x, lo), hi)` (either
-    operand order of each), lo and hi float constants, lo not -0 and hi not
-    +0: NEM's `clamp min=lo max=hi` (D-LOW-CLAMP), the importer's Clip and
-    ReLU6.  On a tie of x with a bound NEM gives the bound (lower bound
-    first), `maximumf` the larger zero and `minimumf` the smaller: they
-    agree on signed zeros unless lo is -0 or hi is +0.  A NaN is NaN in both."""
+    operand order of each), lo and hi float constants for which the two
+    agree (`semantics.clamp.clamp_matches_min_max`: lo not -0, hi not +0):
+    NEM's `clamp min=lo max=hi` (D-LOW-CLAMP), the importer's Clip and
+    ReLU6."""
     if op.name != "arith.minimumf":
         return None
     for inner, h in (op.operands, op.operands[::-1]):
@@ -161,9 +161,7 @@ def clamp_of(op: Operation) -> tuple[SSAValue, float, float] | None:
             lo = _float_const(low)
             if lo is None or _float_const(x) is not None:
                 continue
-            if (lo, math.copysign(1, lo)) == (0, -1) or (hi, math.copysign(1, hi)) == (0, 1):
-                return None
-            return x, lo, hi
+            return (x, lo, hi) if clamp_matches_min_max(lo, hi) else None
     return None
 
 

@@ -15,7 +15,8 @@
         nem-drop-token-awaits{entry=F}             (D-LOW-ASYNC-AWAITS: awaits of tokens; the loops
                                                     around them marked structural)
         nem-rewrite-views{entry=F}                 (D-LOW-VIEW-OP: memref.cast, collapse_shape,
-                                                    expand_shape -> nem_lowering.view)
+                                                    expand_shape, reinterpret_cast ->
+                                                    nem_lowering.view)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)

@@ -1,6 +1,7 @@
 """`nem-rewrite-views` (D-LOW-VIEW-OP): the memref ops that only re-read
 their source's bytes with another layout (`memref.cast`,
-`memref.collapse_shape`, `memref.expand_shape`) become one op,
+`memref.collapse_shape`, `memref.expand_shape`, a static
+`memref.reinterpret_cast` of a whole buffer) become one op,
 `nem_lowering.view %source {shape, strides}`, before the conversion, which
 then has one handler for them (issue 36 item 1: "convert memrefs to buffers
 and regions" as rewrite patterns, one pattern per view op):
@@ -30,6 +31,7 @@ preparation, after `nem-drop-token-awaits`, whose structural marks it reads.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -51,7 +53,7 @@ from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.reshape import Layout, collapsed, expanded
 from nem.passes.lowering.structure import is_structural
-from nem.passes.lowering.views import memref_strides
+from nem.passes.lowering.views import last_offset, memref_strides, row_major
 
 
 @dataclass
@@ -161,6 +163,52 @@ class ExpandToView(RewritePattern):
         _replace(rewriter, op, op.src, expanded(src, reassociation(op), shape))
 
 
+@dataclass
+class ReinterpretToView(RewritePattern):
+    """A static `memref.reinterpret_cast` of a whole buffer, from its first
+    element (nem-compile's transposed reads of an NCHW graph input,
+    D-COMPILE-LAYOUT) -> a view of it with the cast's sizes and strides,
+    every element it reaches in the buffer; any other is rejected here."""
+
+    lowered: LoweredOneByOne
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: memref.ReinterpretCastOp, rewriter: PatternRewriter) -> None:
+        if not self.lowered(op):
+            return
+        values = [
+            op.static_offsets.get_values(),
+            op.static_sizes.get_values(),
+            op.static_strides.get_values(),
+        ]
+        if list(op.offsets) + list(op.sizes) + list(op.strides) or any(
+            DYNAMIC_INDEX in v for v in values
+        ):
+            raise reject(
+                op, "not supported: a memref.reinterpret_cast that is not static (D-LOW-VIEW)"
+            )
+        (offset,), sizes, strides = ([int(x) for x in v] for v in values)
+        t = op.source.type
+        assert isinstance(t, MemRefType)
+        if memref_strides(op, t) != (row_major(t.get_shape()), 0):
+            raise reject(op, "not supported: a memref.reinterpret_cast of a view (D-LOW-VIEW)")
+        span = math.prod(t.get_shape())
+        reach = offset + last_offset(sizes, strides) + 1
+        if min(sizes, default=1) <= 0 or min(strides, default=1) < 0 or reach > span:
+            raise reject(
+                op,
+                f"memref.reinterpret_cast reaches element {reach - 1} of a {span}-element memref",
+            )
+        if offset:
+            raise reject(
+                op,
+                "not supported: a memref.reinterpret_cast with an offset (D-LOW-VIEW-OP: a "
+                "view starts at its source's first element)",
+                "take a subview at the offset first",
+            )
+        _replace(rewriter, op, op.source, (tuple(sizes), tuple(strides)))
+
+
 @dataclass(frozen=True)
 class RewriteViewsPass(ModulePass):
     """Rewrite the entry function's casts and reshapes of memrefs to
@@ -177,7 +225,12 @@ class RewriteViewsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         lowered = LoweredOneByOne()
-        patterns = [CastToView(lowered), CollapseToView(lowered), ExpandToView(lowered)]
+        patterns = [
+            CastToView(lowered),
+            CollapseToView(lowered),
+            ExpandToView(lowered),
+            ReinterpretToView(lowered),
+        ]
         # one walk in program order (a view's source is rewritten first, so
         # errors come in program order), without xDSL's dead-code elimination
         # (D-LOW-MEMREF-HINTS: it would erase unused ops)
