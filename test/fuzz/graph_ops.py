@@ -17,7 +17,8 @@ op say what is missing.  To add an op: write its entry, give it a weight in
 This module holds the compute entries (elementwise, linear, normalizations,
 windows, reductions) and the data movement of the first front end;
 `graph_ops_data` the shape, index, cast and sequence ops, whose entries
-also make and consume values of other types (int64 shapes, sequences).
+also make and consume values of other types (int64 shapes, sequences);
+`graph_ops_logic` the comparisons, logical ops and Where (bools).
 `OPS` (from `graph_operands`) is the whole table once this is imported.
 """
 
@@ -27,6 +28,7 @@ import math
 from collections.abc import Callable
 
 import graph_ops_data  # registers the shape, index, cast and sequence entries
+import graph_ops_logic  # noqa: F401  registers the comparison, logical and Where entries
 import numpy as np
 from graph_gen import Builder, Skip, Val
 from graph_operands import (

@@ -50,6 +50,8 @@ CASES = {
     "ReduceL2-18": lambda: op_then_relu("ReduceL2", 18, [axes("a", [1])]),
     "ReduceLogSumExp-18": lambda: op_then_relu("ReduceLogSumExp", 18, [axes("a", [2, 3])]),
     "ReduceSumSquare-18": lambda: op_then_relu("ReduceSumSquare", 18, [axes("a", [1])], keepdims=0),
+    # its body compares and selects (Less, Where: D-COMPILE-BOOL, session 27)
+    "ThresholdedRelu-18": lambda: op_then_relu("ThresholdedRelu", 18, alpha=0.3),
 }
 
 
@@ -79,13 +81,13 @@ def test_two_function_ops_in_a_row():
 
 
 def test_a_body_op_the_importer_lacks_names_the_user_s_node():
-    """ThresholdedRelu's body compares and selects (Less, Where), which the
+    """Bernoulli's body draws random numbers (RandomUniformLike), which the
     importer does not convert: the error is at the user's node, its index
     and op type."""
     model = graph_model(
         [
-            helper.make_node("Relu", ["x"], ["r"]),
-            helper.make_node("ThresholdedRelu", ["r"], ["y"], alpha=0.3),
+            helper.make_node("Sigmoid", ["x"], ["r"]),
+            helper.make_node("Bernoulli", ["r"], ["y"]),
         ],
         [1, 4],
         opset=18,
@@ -93,8 +95,8 @@ def test_a_body_op_the_importer_lacks_names_the_user_s_node():
     with pytest.raises(CompileError) as e:
         compile_onnx(model, device="npm_pro_x1")
     text = str(e.value)
-    assert "node 1 'ThresholdedRelu_1/Less_" in text and "(ThresholdedRelu)" in text, text
-    assert "not supported: op type Less" in text, text
+    assert "node 1 'Bernoulli_1/RandomUniformLike_" in text and "(Bernoulli)" in text, text
+    assert "not supported: op type RandomUniformLike" in text, text
 
 
 def test_a_constant_function_node_is_left_to_the_simplifier():

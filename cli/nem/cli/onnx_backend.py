@@ -11,8 +11,8 @@ inputs as onnx's runner gives them (a list in the order of the model's
 graph inputs, or a dict by ONNX name), writes them into the program's
 input buffers, runs it to completion and returns the outputs with the
 model's declared shapes and element types: what the program computes in
-f32 or i32 for a model's f64 or int64 (D-COMPILE-F64, D-COMPILE-I64) is
-returned as f64 or int64.  An int64 input outside int32's range is an
+f32 or i32 for a model's f64, int64 or bool (D-COMPILE-F64, D-COMPILE-I64,
+D-COMPILE-BOOL: a bool is an i32 0 or 1) is returned as f64, int64 or bool.  An int64 input outside int32's range is an
 error, not a wrapped value.  A graph input the program does not read (an
 integer whose values only fix a shape the model declares,
 D-COMPILE-IFACE) is ignored.
@@ -113,7 +113,7 @@ class InputRangeError(ValueError):
 def _as_buffer(array: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
     """`array` in the buffer's element type: f64 rounded to f32 (finite
     values beyond f32's range are an error, not an inf), int64 narrowed to
-    int32 when every value fits."""
+    int32 when every value fits, a bool as an int32 0 or 1."""
     if array.dtype == dtype:
         return array
     if np.issubdtype(array.dtype, np.integer) and np.issubdtype(dtype, np.integer):

@@ -13,15 +13,17 @@ Tolerances per element type (D-COMPILE-TOL), elementwise
   accumulates in f32: the difference grows with the reduction length (about
   sqrt(K) half-ulps), 1e-2 covers K up to a few hundred at O(1) values.
 * f64: f32's, as the program computes an f64 model in f32 (D-COMPILE-F64).
-* int32, int64: exact (int64 is computed in i32, D-COMPILE-I64).
+* int32, int64, bool: exact (int64 is computed in i32, D-COMPILE-I64; a
+  bool is an i32 0 or 1, D-COMPILE-BOOL).
 
     python -m nem.compile.check model.onnx --input x=x.npy --output y=y.npy
 
 compares `y.npy` (a typed array, or the 1-D uint8 bytes `nem-run --output`
 writes) with onnxruntime's output `y` on the same input; exit status 1 when
 an output is out of tolerance.  The arrays are those of the program's
-buffers: an f64 (int64) input or output of the model is f32 (int32) there
-(D-COMPILE-F64, D-COMPILE-I64) and is widened for onnxruntime.
+buffers: an f64 (int64, bool) input or output of the model is f32 (int32)
+there (D-COMPILE-F64, D-COMPILE-I64, D-COMPILE-BOOL) and is converted for
+onnxruntime.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ TOLERANCES = {
     np.dtype(np.float64): (1e-5, 1e-4),
     np.dtype(np.int32): (0.0, 0.0),
     np.dtype(np.int64): (0.0, 0.0),
+    np.dtype(np.bool_): (0.0, 0.0),
 }
 
 
@@ -80,8 +83,10 @@ def onnxruntime_run(
 PROGRAM_DTYPES = {
     np.dtype(np.float64): np.dtype(np.float32),
     np.dtype(np.int64): np.dtype(np.int32),
+    np.dtype(np.bool_): np.dtype(np.int32),
 }
-"""The element type a program holds an ONNX type in (D-COMPILE-F64, D-COMPILE-I64)."""
+"""The element type a program holds an ONNX type in (D-COMPILE-F64, D-COMPILE-I64,
+D-COMPILE-BOOL)."""
 
 
 def _as_array(path: str, like: np.ndarray) -> np.ndarray:
@@ -101,8 +106,8 @@ def _as_array(path: str, like: np.ndarray) -> np.ndarray:
 
 
 def model_dtypes(inputs: dict[str, np.ndarray], model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """The arrays nem-run took (f32 for an f64 input, int32 for an int64
-    one) in the element types the model declares, for onnxruntime."""
+    """The arrays nem-run took (f32 for an f64 input, int32 for an int64 or
+    bool one) in the element types the model declares, for onnxruntime."""
     from onnx import helper
 
     declared = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.input}

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from mlir.dialects import arith, math
 
 from nem.frontends.onnx import activations as act
+from nem.frontends.onnx import logic, shapes
 from nem.frontends.onnx import sequences as seq
-from nem.frontends.onnx import shapes
 from nem.frontends.onnx.convs import batchnorm, conv, conv_transpose
 from nem.frontends.onnx.graph import Importer, Node
 from nem.frontends.onnx.norms import instance_norm, layernorm, log_softmax, lrn, softmax
@@ -112,6 +112,18 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "DepthToSpace": shapes.depth_to_space,
     "SpaceToDepth": shapes.space_to_depth,
     "Cast": shapes.cast,
+    "Equal": logic.compare,
+    "Less": logic.compare,
+    "LessOrEqual": logic.compare,
+    "Greater": logic.compare,
+    "GreaterOrEqual": logic.compare,
+    "And": logic.logical(arith.andi),
+    "Or": logic.logical(arith.ori),
+    "Xor": logic.logical(arith.xori),
+    "Not": logic.not_,
+    "IsNaN": logic.is_nan,
+    "IsInf": logic.is_inf,
+    "Where": logic.where,
     "Shape": shapes.shape,
     "Size": shapes.size,
     "ConstantOfShape": shapes.constant_of_shape,

@@ -64,9 +64,11 @@ def program_elem_types(
     demote_f64: bool = True, demote_i64: bool = True
 ) -> dict[int, tuple[str, np.dtype]]:
     """ONNX element type -> the program's (spec name, dtype): `ELEM_TYPES`,
-    with DOUBLE computed as FLOAT (`demote_f64`, D-COMPILE-F64) and INT64 as
-    INT32 (`demote_i64`, D-COMPILE-I64)."""
+    with DOUBLE computed as FLOAT (`demote_f64`, D-COMPILE-F64), INT64 as
+    INT32 (`demote_i64`, D-COMPILE-I64) and BOOL as an INT32 0 or 1
+    (D-COMPILE-BOOL)."""
     types = dict(ELEM_TYPES)
+    types[onnx.TensorProto.BOOL] = ELEM_TYPES[onnx.TensorProto.INT32]
     if demote_f64:
         types[onnx.TensorProto.DOUBLE] = ELEM_TYPES[onnx.TensorProto.FLOAT]
     if demote_i64:
@@ -391,8 +393,11 @@ class Importer:
 
     def data_dtype(self, dtype: np.dtype) -> np.dtype:
         """The dtype a constant of `dtype` has as program data (a weight):
-        int64 is int32 when the model's int64 is demoted (D-COMPILE-I64)."""
+        int64 is int32 when the model's int64 is demoted (D-COMPILE-I64); a
+        bool is an i32 0 or 1 (D-COMPILE-BOOL)."""
         if dtype == np.int64 and onnx.TensorProto.INT64 in self.elem_types:
+            return np.dtype(np.int32)
+        if dtype == np.bool_:
             return np.dtype(np.int32)
         return np.dtype(dtype)
 
@@ -461,11 +466,14 @@ class Importer:
 
     def check_data(self, array: np.ndarray, name: str) -> np.ndarray:
         """`array` as a weight's contents: f32, f16 or i32 (int64 demoted,
-        its values checked to fit, D-COMPILE-I64)."""
+        its values checked to fit, D-COMPILE-I64; bool as 0 and 1,
+        D-COMPILE-BOOL)."""
         dtype = self.data_dtype(array.dtype)
         if dtype != array.dtype and dtype == np.int32:
             info = np.iinfo(np.int32)
-            if array.size and (array.min() < info.min or array.max() > info.max):
+            if array.dtype != np.bool_ and (
+                array.size and (array.min() < info.min or array.max() > info.max)
+            ):
                 raise self.error(
                     f"constant '{name}' has int64 values outside int32's range: "
                     "NEM has no 64-bit integers (D-COMPILE-I64)"

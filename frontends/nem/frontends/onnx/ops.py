@@ -44,11 +44,16 @@ def broadcast_shape(imp: Importer, shapes: Sequence[Sequence[int]]) -> tuple[int
 
 
 def elementwise(
-    imp: Importer, operands: Sequence[TensorVal | float], body: Scalar, elem: ir.Type | None = None
+    imp: Importer,
+    operands: Sequence[TensorVal | float],
+    body: Scalar,
+    elem: ir.Type | None = None,
+    scalar_elem: ir.Type | None = None,
 ) -> tuple[ir.Value, tuple[int, ...]]:
     """`body(*scalars)` over the broadcast of `operands` (floats are inlined
-    constants).  The result takes the layout of the first operand of full
-    rank, so NHWC activations stay NHWC; returns (value, perm)."""
+    constants of `scalar_elem`, default the first tensor's type: Where's
+    condition is not).  The result takes the layout of the first operand of
+    full rank, so NHWC activations stay NHWC; returns (value, perm)."""
     tensors = [o for o in operands if isinstance(o, TensorVal)]
     shape = broadcast_shape(imp, [t.shape for t in tensors])
     rank = len(shape)
@@ -64,12 +69,12 @@ def elementwise(
         dims = [inv[p + rank - t.rank] for p in t.perm]
         ins.append((t.value, emit.broadcast_map(emit.shape_of(t.value), dims, phys_out)))
     elem = elem or tensors[0].elem
+    const_elem = scalar_elem or tensors[0].elem
 
     def scalar_body(*xs: ir.Value) -> ir.Value:
         it = iter(xs)
         args = [
-            next(it) if isinstance(o, TensorVal) else emit.scalar(tensors[0].elem, o)
-            for o in operands
+            next(it) if isinstance(o, TensorVal) else emit.scalar(const_elem, o) for o in operands
         ]
         return body(*args)
 

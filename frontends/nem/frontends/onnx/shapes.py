@@ -37,6 +37,8 @@ from mlir.dialects import arith, tensor
 
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
+from nem.frontends.onnx.logic import to_bool
+from nem.frontends.onnx.ops import elementwise
 
 
 def axes_operand(imp: Importer, node: Node, rank: int, k: int = 1) -> list[int] | None:
@@ -419,7 +421,9 @@ def constant_of_shape(imp: Importer, node: Node) -> None:
 
 def cast(imp: Importer, node: Node) -> None:
     """Cast: of a constant, by numpy; of a float tensor to a float type, an
-    `extf`/`truncf` (f64 is f32 when demoted, D-COMPILE-F64)."""
+    `extf`/`truncf` (f64 is f32 when demoted, D-COMPILE-F64); to bool, a
+    comparison with zero (D-COMPILE-BOOL: a bool is an i32 0 or 1, so a
+    Cast from bool is the Cast of that i32)."""
     to = int(node.attrs["to"])
     c = imp.const(node.input(0))
     np_to = onnx.helper.tensor_dtype_to_np_dtype(to)
@@ -427,6 +431,9 @@ def cast(imp: Importer, node: Node) -> None:
         imp.set_const(node.outputs[0], c.astype(np_to))
         return
     x = imp.tensor(node.input(0))
+    if to == onnx.TensorProto.BOOL:
+        to_bool(imp, node, x)
+        return
     if to not in imp.elem_types:
         raise imp.error(
             f"not supported: Cast of a tensor computed at run time to "
@@ -446,8 +453,6 @@ def cast(imp: Importer, node: Node) -> None:
             return arith.fptosi(target, v)  # ONNX truncates toward zero, as fptosi does
         wider = isinstance(target, ir.F32Type)
         return arith.extf(target, v) if wider else arith.truncf(target, v)
-
-    from nem.frontends.onnx.ops import elementwise
 
     value, perm = elementwise(imp, [x], body, elem=target)
     imp.define(node.outputs[0], value, perm)
