@@ -30,7 +30,7 @@ from nem.frontends.onnx.graph import (
     TensorVal,
     interface_names,
 )
-from nem.frontends.onnx.op_types import unsupported_op_type
+from nem.frontends.onnx.op_types import BOOL_OPS, unsupported_op_type
 
 SHAPE_OPERANDS = {("Expand", 1), ("Reshape", 1), ("Tile", 1)}
 """(op type, input index) of integer operands that only say the output's
@@ -54,7 +54,7 @@ INDEX_OPERANDS = {
 are constants (`ConstantOfShape`'s `input` is its shape)."""
 
 
-INTEGER_DATA_OPS = frozenset(
+INTEGER_DATA_OPS = BOOL_OPS | frozenset(
     {
         "Add",
         "Sub",
@@ -64,16 +64,6 @@ INTEGER_DATA_OPS = frozenset(
         "Min",
         "Sum",
         "Cast",
-        "Equal",
-        "Less",
-        "LessOrEqual",
-        "Greater",
-        "GreaterOrEqual",
-        "And",
-        "Or",
-        "Xor",
-        "Not",
-        "Where",
         "Gather",
         "Reshape",
         "Flatten",
@@ -98,8 +88,9 @@ INTEGER_DATA_OPS = frozenset(
     }
 )
 """Op types that take integer tensors computed at run time (i32, int64
-demoted: D-COMPILE-I64): integer arithmetic, casts, gathers and moves of
-data.  Any other op reading one is a located `not supported`."""
+demoted: D-COMPILE-I64; bools: D-COMPILE-BOOL): integer arithmetic,
+comparisons, logical ops, Where, casts, gathers and moves of data.  Any
+other op reading one is a located `not supported`."""
 
 
 def _users(graph: onnx.GraphProto, name: str) -> list[tuple[int, onnx.NodeProto, int]]:

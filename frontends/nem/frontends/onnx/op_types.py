@@ -29,7 +29,24 @@ import onnx
 
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError
 
-SUPPORTED: frozenset[str] = frozenset(
+BOOL_OPS: frozenset[str] = frozenset(
+    {
+        "Equal",
+        "Less",
+        "LessOrEqual",
+        "Greater",
+        "GreaterOrEqual",
+        "And",
+        "Or",
+        "Xor",
+        "Not",
+        "Where",
+    }
+)
+"""Comparisons, logical ops and Where: they make or read bools, which are
+i32 0/1 data (D-COMPILE-BOOL), and take i32 operands."""
+
+SUPPORTED: frozenset[str] = BOOL_OPS | frozenset(
     {
         "Conv",
         "ConvTranspose",
@@ -96,18 +113,8 @@ SUPPORTED: frozenset[str] = frozenset(
         "DepthToSpace",
         "SpaceToDepth",
         "Cast",
-        "Equal",
-        "Less",
-        "LessOrEqual",
-        "Greater",
-        "GreaterOrEqual",
-        "And",
-        "Or",
-        "Xor",
-        "Not",
         "IsNaN",
         "IsInf",
-        "Where",
         "Shape",
         "Size",
         "ConstantOfShape",
