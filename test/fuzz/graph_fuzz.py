@@ -13,7 +13,7 @@ Usage (from the repository root; docs/testing.md "Differential graph fuzzing"):
 
   python test/fuzz/graph_fuzz.py campaign --seed S --models N -j 2 \\
          [--per-model K | --all-configs] [--devices D,..] [--routes R,..] \\
-         [--ops Op,..] [--tiles auto,1:2:3] [--timeout 120] [--mem-gb 4] [--minimize 10] \\
+         [--ops Op,..] [--f16 P] [--tiles auto,1:2:3] [--timeout 120] [--mem-gb 4] [--minimize 10] \\
          [--out DIR]
   python test/fuzz/graph_fuzz.py replay MODEL.onnx [--device D --route R
          --engines 1 --no-pipeline]          # one case, its outcome (exit 1 unless PASS)
@@ -62,7 +62,7 @@ from graph_case import (  # noqa: E402
     poll,
     run_case,
 )
-from graph_gen import generate, input_arrays, reference  # noqa: E402
+from graph_gen import F16_SHARE, generate, input_arrays, reference  # noqa: E402
 
 
 def preload() -> None:
@@ -132,7 +132,12 @@ def wall_limit(timeout: float) -> float:
 
 
 def prepare_models(
-    seed: int, count: int, out: Path, ops: Sequence[str] | None, start: int = 0
+    seed: int,
+    count: int,
+    out: Path,
+    ops: Sequence[str] | None,
+    start: int = 0,
+    f16: float = F16_SHARE,
 ) -> dict[int, list[str]]:
     """Generate models start..start+count-1 into `out`/models (in a child:
     onnxruntime's threads stay out of the parent that forks the cases)."""
@@ -143,7 +148,7 @@ def prepare_models(
     def work() -> CaseResult:
         table = {}
         for i in range(start, start + count):
-            g = generate(seed, i, ops)
+            g = generate(seed, i, ops, f16=f16)
             onnx.save(g.model, str(models / f"m{i}.onnx"))
             np.savez(models / f"m{i}.inputs.npz", **input_arrays(g.model))
             table[i] = g.ops
@@ -209,7 +214,7 @@ def campaign(args: argparse.Namespace) -> int:
     configs = matrix(args.devices.split(","), args.routes.split(","), tiles=tiles)
     ops = args.ops.split(",") if args.ops else None
     t0 = time.monotonic()
-    table = prepare_models(args.seed, args.models, out, ops, args.start)
+    table = prepare_models(args.seed, args.models, out, ops, args.start, args.f16)
     k = len(configs) if args.all_configs else args.per_model
     cases = [(i, c) for i in sorted(table) for c in config_schedule(args.seed, i, k, configs)]
     print(
@@ -402,6 +407,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--devices", default=",".join(DEVICES))
     c.add_argument("--routes", default=",".join(ROUTES))
     c.add_argument("--ops", help="draw only these op types (comma-separated)")
+    c.add_argument(
+        "--f16",
+        type=float,
+        default=F16_SHARE,
+        metavar="P",
+        help=f"share of models drawn in f16 (default {F16_SHARE}; 1: f16 only)",
+    )
     c.add_argument(
         "--tiles",
         default="auto",

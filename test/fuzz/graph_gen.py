@@ -37,6 +37,9 @@ OPSET = 20
 """Opset of the generated models (Gelu needs 20; Split's `num_outputs`, 18)."""
 
 DTYPES = {"f32": (TensorProto.FLOAT, np.float32), "f16": (TensorProto.FLOAT16, np.float16)}
+F16_SHARE = 0.35
+"""The share of models drawn in f16 (`graph_fuzz.py campaign --f16 P`: an
+f16-heavy campaign; the default keeps each seed's models)."""
 
 SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17)
 """Dimension sizes drawn for new tensors: odd, prime and powers of two."""
@@ -341,11 +344,15 @@ def validate(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _attempt(
-    rng: random.Random, ops: Sequence[str] | None, nodes: int | None, name: str
+    rng: random.Random,
+    ops: Sequence[str] | None,
+    nodes: int | None,
+    name: str,
+    f16: float = F16_SHARE,
 ) -> Generated:
     from graph_ops import OPS, WEIGHTS
 
-    dtype = "f16" if rng.random() < 0.35 else "f32"
+    dtype = "f16" if rng.random() < f16 else "f32"
     b = Builder(rng, dtype)
     target = nodes or rng.randint(2, 12)
     table = [op for op in (ops or OPS) if op in OPS]
@@ -393,6 +400,7 @@ def generate(
     ops: Sequence[str] | None = None,
     nodes: int | None = None,
     check_numerics: bool = True,
+    f16: float = F16_SHARE,
 ) -> Generated:
     """Model `index` of campaign `seed` (deterministic): the first attempt
     that validates and, with `check_numerics`, whose onnxruntime outputs are
@@ -400,7 +408,7 @@ def generate(
     for attempt in range(50):
         rng = random.Random(f"{seed}:{index}:{attempt}")
         try:
-            g = _attempt(rng, ops, nodes, f"fuzz_{seed}_{index}")
+            g = _attempt(rng, ops, nodes, f"fuzz_{seed}_{index}", f16)
             validate(g.model)
         except Skip:
             continue

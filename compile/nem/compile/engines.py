@@ -169,9 +169,10 @@ def choose_split(
         parts = min(engines, ext)
         chunk = -(-ext // parts)
         parts = -(-ext // chunk)
-        first = _spans(band, {**full, iv: (lo, lo + chunk - 1)})
-        second = _spans(band, {**full, iv: (lo + chunk, min(lo + 2 * chunk, lo + ext) - 1)})
-        if first is None or second is None:
+        one = {**full, iv: (lo, lo + chunk - 1)}
+        two = {**full, iv: (lo + chunk, min(lo + 2 * chunk, lo + ext) - 1)}
+        first, second = _spans(band, one), _spans(band, two)
+        if first is None or second is None or _narrow_partials(band, one, two):
             continue
         overlap = any(
             w1 and (a1 < b2 and a2 < b1)
@@ -188,6 +189,36 @@ def choose_split(
         ):
             best = Split(d, parts, chunk, estimate, unsplit, target)
     return best, best.estimate if best else unsplit
+
+
+def _narrow_partials(
+    band: Band, one: dict[ir.Value, tuple[int, int]], two: dict[ir.Value, tuple[int, int]]
+) -> bool:
+    """Whether two parts (`one`, `two`: the induction variables' ranges)
+    write the same elements of a float memref narrower than f32: a split
+    along a sum whose partial sums would each be rounded to that type.  NEM's
+    f16 `conv2d`/`matmul` sums wide and rounds once (D-NUM-LINEAR-FLOAT); the
+    parts (partial buffers or read-modify-writes of C) would round each part's
+    sum to f16 and add the roundings in f16, another function (fuzz seed
+    2602, m8: 13 input channels cut 4, 4, 4, 1 over cancelling partial sums,
+    1.06 tolerances off the exact result; D-COMPILE-ENGINES).  f32 partial
+    sums differ from the whole sum by f32 ulps, within D-COMPILE-TOL."""
+    from nem.compile.nest_ir import access_box
+
+    boxes: dict[ir.Value, list[list[tuple[int, int]]]] = {}  # per memref, per part
+    for acc in band.accesses:
+        elem = ir.MemRefType(acc.memref.type).element_type
+        if not acc.write or not isinstance(elem, ir.FloatType) or elem.width >= 32:
+            continue
+        new = [access_box(acc, one), access_box(acc, two)]
+        old = boxes.get(acc.memref, new)
+        boxes[acc.memref] = [
+            [(min(p[0], q[0]), max(p[1], q[1])) for p, q in zip(o, n)] for o, n in zip(old, new)
+        ]
+    return any(
+        all(lo1 <= hi2 and lo2 <= hi1 for (lo1, hi1), (lo2, hi2) in zip(a, b))
+        for a, b in boxes.values()
+    )
 
 
 def preloaded_memrefs(fn: ir.Operation) -> set[ir.Value]:
