@@ -1,5 +1,6 @@
 """`nem-rewrite-views` (D-LOW-VIEW-OP): `memref.cast`, `memref.collapse_shape`,
-`memref.expand_shape` and `memref.reinterpret_cast` leave the conversion's table for rewrite patterns
+`memref.expand_shape`, `memref.reinterpret_cast` and (session 27)
+`memref.subview` leave the conversion's table for rewrite patterns
 to one op, `nem_lowering.view`, which the conversion lowers by one handler
 (issue 36 item 1).
 
@@ -33,6 +34,7 @@ from nem.frontends.upstream_dialects import parse_mlir
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.lowering.memref_views import const_sizes
 from nem.passes.lowering.passes import PreparedConversionPass
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.reshape import collapsed, expanded
@@ -45,6 +47,7 @@ VIEW_OPS = (
     memref.CollapseShapeOp,
     memref.ExpandShapeOp,
     memref.ReinterpretCastOp,
+    memref.SubviewOp,
 )
 
 
@@ -102,8 +105,43 @@ def _old_reinterpret(lw: Lowering, op: memref.ReinterpretCastOp, st: BlockState)
     )
 
 
+def _old_subview(lw: Lowering, op: memref.SubviewOp, st: BlockState) -> None:
+    # (e29eb370: memref_views.lower_subview and views.subview_view)
+    ctx = lw.ctx
+    src = ctx.view(op.source, op)
+    dynamic = list(op.offsets)
+    offsets = [
+        ctx.index(dynamic.pop(0), op) if v == DYNAMIC_INDEX else Aff.c(v)
+        for v in op.static_offsets.get_values()
+    ]
+    sizes = const_sizes(ctx, op, op.static_sizes.get_values(), op.sizes)
+    strs = op.static_strides.get_values()
+    if list(op.strides) or DYNAMIC_INDEX in strs:
+        raise reject(op, "not supported: dynamic strides in memref.subview (D-LOW-VIEW)")
+    base = src.base
+    for o, s in zip(offsets, src.strides):
+        base = base + o.scale(s)
+    rt = op.result.type
+    assert isinstance(rt, MemRefType)
+    dyn = iter(sizes[k] for k, d in enumerate(op.static_sizes.get_values()) if d == DYNAMIC_INDEX)
+    kept_shape = [next(dyn) if d == DYNAMIC_INDEX else d for d in rt.get_shape()]
+    full = [(sz, src.strides[k] * strs[k]) for k, sz in enumerate(sizes)]
+    if len(kept_shape) != len(full):
+        kept, i = [], 0
+        for sz, st_ in full:
+            if i < len(kept_shape) and sz == kept_shape[i]:
+                kept.append((sz, st_))
+                i += 1
+            elif sz != 1:
+                raise reject(op, "unsupported rank-reducing subview")
+        full = kept
+    shape, strides = tuple(s for s, _ in full), tuple(st_ for _, st_ in full)
+    ctx.views[op.result] = replace(src, shape=shape, strides=strides, base=base)
+
+
 OLD: dict[type[Operation], Handler] = {
     **HANDLERS,
+    memref.SubviewOp: _old_subview,
     memref.CastOp: _old_cast,
     memref.CollapseShapeOp: _old_collapse,
     memref.ExpandShapeOp: _old_expand,
@@ -148,15 +186,17 @@ def test_the_rewrite_changes_no_output(path: Path) -> None:
         if not count:
             assert after == plain, entry
             continue
-        if entry in OFFSET_REFUSED:
-            continue  # (the decided change: test_a_reinterpret_cast_with_an_offset_is_refused)
+        if entry in REFUSED:
+            continue  # (the decided changes: test_..._is_refused below)
         assert lower(text, entry) == _named_by_type(lower(text, entry, _before)), entry
 
 
-OFFSET_REFUSED = {"with_an_offset"}
-"""Entries of the lit inputs whose outcome changed by decision (D-LOW-VIEW):
-a reinterpret cast with an offset, which the old handler lowered, is
-refused (a view starts at its source's first element)."""
+REFUSED = {"with_an_offset", "of_a_dynamic_size_view"}
+"""Entries of the lit inputs whose outcome changed by decision (D-LOW-VIEW,
+D-LOW-VIEW-OP): a reinterpret cast with an offset, which the old handler
+lowered, is refused (a view starts at its source's first element); so is a
+subview of a `memref.view` whose size is known where it is lowered only
+(a view's strides are static)."""
 
 
 def test_a_reinterpret_cast_with_an_offset_is_refused() -> None:
@@ -165,6 +205,16 @@ def test_a_reinterpret_cast_with_an_offset_is_refused() -> None:
     nem, diags = lower(text, "with_an_offset")
     assert nem is None and any("reinterpret_cast with an offset" in d[1] for d in diags), diags
     assert lower(text, "with_an_offset", _before)[0] is not None  # the old handler lowered it
+
+
+def test_a_subview_of_a_dynamic_size_view_is_refused() -> None:
+    (path,) = [p for p in FILES if p.name == "subview_views_errors.mlir"]
+    text = path.read_text().split("// -----")[0]
+    nem, diags = lower(text, "of_a_dynamic_size_view")
+    assert nem is None and any("with dynamic strides (memref<2x?xf32>)" in d[1] for d in diags)
+    assert (
+        lower(text, "of_a_dynamic_size_view", _before)[0] is not None
+    )  # the old handler lowered it
 
 
 NOT_CONTIGUOUS_BY_NAME = re.compile(r"(collapsing dimensions \[[0-9, ]*\] of )(\S+)( that are not)")
@@ -246,7 +296,10 @@ whose kernel would print it as written): only the first becomes a view."""
 def test_a_view_in_a_pure_nest_stays() -> None:
     count, _, left, after = _view_ops(IN_A_NEST, "main")
     assert (count, left) == (2, 1) and "memref.collapse_shape" in after
-    assert '"nem_lowering.view"(%x) : (memref<4x8xf32>) -> memref<?x8xf32>' in after
+    assert (
+        '"nem_lowering.view"(%x) <{replaces = "memref.cast"}> : (memref<4x8xf32>) -> memref<?x8xf32>'
+        in after
+    )
     nem, diags = lower(IN_A_NEST, "main")
     assert (nem, diags) == lower(IN_A_NEST, "main", _before)
 
@@ -289,9 +342,10 @@ func.func @main(%b: memref<48x40xf32>, %o: memref<48x40xf32>) {
 
 
 def test_a_cast_of_a_peeled_tile_is_its_source() -> None:
-    """A cast's view is its source's whatever its sizes (no layout on the view)."""
+    """A cast's view is its source's whatever its sizes (no layout on the
+    view); the subviews' sizes are operands, resolved per copy."""
     count, _, left, after = _view_ops(PEELED, "main")
-    assert (count, left) == (2, 0) and "shape =" not in after
+    assert (count, left) == (4, 0) and after.count("shape =") == 2
     nem, diags = lower(PEELED, "main")
     assert nem is not None and "shape=[48, 8]" in nem, diags
     assert (nem, diags) == lower(PEELED, "main", _before)
@@ -323,3 +377,74 @@ def test_a_reshape_of_a_dynamic_size_source_is_rejected_at_it() -> None:
     assert fix is not None and "subview" in fix
     old, diags = lower(DYNAMIC_RESHAPE, "main", _before)  # lowered per copy before
     assert old is not None and "shape=[4, 16]" in old, diags
+
+
+CAST_THEN_SUBVIEW = """
+func.func @main(%x: memref<4x8xf32>, %y: memref<2x8xf32>) {
+  affine.for %i = 0 to 2 {
+    %c = "memref.cast"(%x) : (memref<4x8xf32>) -> memref<?x?xf32, strided<[?, ?], offset: ?>>
+    %r = affine.apply affine_map<(d0) -> (d0 * 2)>(%i)
+    %s = memref.subview %c[%r, 0] [2, 8] [1, 1] : memref<?x?xf32, strided<[?, ?], offset: ?>> to memref<2x8xf32, strided<[?, ?], offset: ?>>
+    memref.copy %s, %y : memref<2x8xf32, strided<[?, ?], offset: ?>> to memref<2x8xf32>
+  }
+  return
+}
+"""
+"""A subview of a cast whose type hides the strides: the cast's source has them."""
+
+
+def test_a_subview_of_a_cast_takes_the_strides_behind_it() -> None:
+    count, _, left, after = _view_ops(CAST_THEN_SUBVIEW, "main")
+    assert (count, left) == (2, 0) and "strides = array<i64: 8, 1>" in after
+    assert "base = affine_map<(d0) -> ((d0 * 8))>" in after
+    nem, diags = lower(CAST_THEN_SUBVIEW, "main")
+    assert nem is not None and "region(x, i * 64, 64)" in nem, diags
+    assert (nem, diags) == lower(CAST_THEN_SUBVIEW, "main", _before)
+
+
+NOT_CONSTANT = """
+func.func @main(%x: memref<8x8xf32>, %y: memref<8x8xf32>) {
+  affine.for %i = 1 to 3 {
+    %s = memref.subview %x[0, 0] [%i, 8] [1, 1] : memref<8x8xf32> to memref<?x8xf32, strided<[8, 1]>>
+    %t = memref.subview %y[0, 0] [%i, 8] [1, 1] : memref<8x8xf32> to memref<?x8xf32, strided<[8, 1]>>
+    memref.copy %s, %t : memref<?x8xf32, strided<[8, 1]>> to memref<?x8xf32, strided<[8, 1]>>
+  }
+  return
+}
+"""
+
+
+def test_the_conversions_errors_name_the_subview() -> None:
+    """An error the conversion finds at a view op names the op the user
+    wrote (`written_name`), at its location, as the old handler did."""
+    nem, errors = lower(NOT_CONSTANT, "main")
+    assert nem is None and errors == lower(NOT_CONSTANT, "main", _before)[1]
+    ((_, message, _, _),) = errors
+    assert message.startswith("cannot lower 'memref.subview': not supported: a memref.subview size")
+
+
+PROMOTED = """
+func.func @main(%x: memref<32x48xf32>) {
+  %a = memref.alloc() : memref<3072xi8, 2>
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %c48 = arith.constant 48 : index
+  affine.for %i = 0 to 32 step 16 {
+    %s = memref.subview %x[%i, 0] [16, 48] [1, 1] : memref<32x48xf32> to memref<16x48xf32, strided<[48, 1], offset: ?>>
+    %v = memref.view %a[%c0][%c16, %c48] : memref<3072xi8, 2> to memref<?x?xf32, 2>
+    %t = memref.subview %v[0, 0] [%c16, %c48] [1, 1] : memref<?x?xf32, 2> to memref<?x?xf32, strided<[?, 1]>, 2>
+    memref.copy %s, %t : memref<16x48xf32, strided<[48, 1], offset: ?>> to memref<?x?xf32, strided<[?, 1]>, 2>
+  }
+  return
+}
+"""
+"""`transform.structured.promote`'s output before canonicalization: a
+subview of a `memref.view` whose sizes are `arith.constant`s."""
+
+
+def test_a_subview_of_a_promoted_view_is_row_major_on_its_constants() -> None:
+    count, _, left, after = _view_ops(PROMOTED, "main")
+    assert (count, left) == (2, 0) and "strides = array<i64: 48, 1>" in after
+    nem, diags = lower(PROMOTED, "main")
+    assert nem is not None, diags
+    assert (nem, diags) == lower(PROMOTED, "main", _before)

@@ -8,12 +8,18 @@ static layout, what the memref view ops become before the conversion
 
 The result is `source`'s buffer from `source`'s first element on, with
 `shape` and element `strides` (in elements of the buffer, the same element
-type as `source`'s); without them, `source`'s own layout (what a
+type as `source`'s), moved by `base` elements when given (an affine map of
+the first index operands: a subview's offsets, session 27); a size of
+`shape` that is `?` (`DYNAMIC_INDEX`) is the next index operand, which the
+conversion needs constant where it lowers the view (a peeled tile,
+D-LOW-PEEL).  Without a layout, `source`'s own (what a
 `memref.cast` is: the same view whatever its type says, also of a source
 whose sizes are known only where the conversion lowers it, a peeled tile).  The result type is the replaced op's own: users keep
 their operand types, so what reads types (escape-hatch kernels' signatures,
 access bounds) reads what it read.  One op for the views, so that the
-conversion has one handler for them (`reshape.lower_view_op`).
+conversion has one handler for them (`memref_views.lower_view_op`).
+`replaces` is the name of the op it replaced, which messages give
+(`written_name`): the user wrote that op, not this one.
 
 It lives with the IR, as `nem_lowering.kernel` does, because it imports
 nothing of the toolchain: every context that parses lowering input
@@ -24,8 +30,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import DenseArrayBase, IntegerType, MemRefType, i64
-from xdsl.ir import Attribute, SSAValue
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    AffineMapAttr,
+    DenseArrayBase,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir.affine import AffineMap
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -33,6 +49,7 @@ from xdsl.irdl import (
     opt_prop_def,
     result_def,
     traits_def,
+    var_operand_def,
 )
 from xdsl.traits import NoMemoryEffect
 from xdsl.utils.exceptions import VerifyException
@@ -45,9 +62,13 @@ class ViewOp(IRDLOperation):
     name = "nem_lowering.view"
 
     source = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    """The base's operands, then the dynamic sizes of `shape`."""
     result = result_def(MemRefType)
     shape = opt_prop_def(DenseArrayBase[IntegerType])
     strides = opt_prop_def(DenseArrayBase[IntegerType])
+    base = opt_prop_def(AffineMapAttr)
+    replaces = opt_prop_def(StringAttr)
 
     traits = traits_def(NoMemoryEffect())
 
@@ -56,12 +77,33 @@ class ViewOp(IRDLOperation):
         source: SSAValue,
         layout: tuple[Sequence[int], Sequence[int]] | None,
         result: Attribute,
+        replaces: str | None = None,
+        base: tuple[AffineMap, Sequence[SSAValue]] | None = None,
+        sizes: Sequence[SSAValue] = (),
     ):
-        props = {}
+        props: dict[str, Attribute] = {}
         if layout is not None:
             props["shape"] = DenseArrayBase.from_list(i64, layout[0])
             props["strides"] = DenseArrayBase.from_list(i64, layout[1])
-        super().__init__(operands=[source], result_types=[result], properties=props)
+        if replaces is not None:
+            props["replaces"] = StringAttr(replaces)
+        offsets: Sequence[SSAValue] = ()
+        if base is not None:
+            props["base"] = AffineMapAttr(base[0])
+            offsets = base[1]
+        super().__init__(
+            operands=[source, [*offsets, *sizes]], result_types=[result], properties=props
+        )
+
+    @property
+    def base_operands(self) -> Sequence[SSAValue]:
+        """The index operands of `base` (its dimensions)."""
+        return self.indices[: self.base.data.num_dims if self.base is not None else 0]
+
+    @property
+    def size_operands(self) -> Sequence[SSAValue]:
+        """The dynamic sizes of `shape`, in order."""
+        return self.indices[len(self.base_operands) :]
 
     @property
     def layout(self) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
@@ -77,6 +119,18 @@ class ViewOp(IRDLOperation):
         shape, strides = layout if layout is not None else ((), ())
         if len(shape) != len(strides):
             raise VerifyException(f"shape {list(shape)} and strides {list(strides)} differ in rank")
+        base = self.base.data if self.base is not None else None
+        if base is not None and (base.num_symbols or len(base.results) != 1):
+            raise VerifyException(f"the base {base} is not one result of dimensions only")
+        if base is not None and base.num_dims > len(self.indices):
+            raise VerifyException(f"the base {base} has more dimensions than index operands")
+        if (base is not None or self.indices) and layout is None:
+            raise VerifyException("a base or sizes without a layout")
+        dynamic = sum(1 for d in shape if d == DYNAMIC_INDEX)
+        if len(self.size_operands) != dynamic:
+            raise VerifyException(
+                f"{dynamic} dynamic size(s) in the shape, {len(self.size_operands)} size operand(s)"
+            )
         src, res = self.source.type, self.result.type
         assert isinstance(src, MemRefType) and isinstance(res, MemRefType)
         if src.element_type != res.element_type:
@@ -84,3 +138,11 @@ class ViewOp(IRDLOperation):
                 f"the element type of the view ({res.element_type}) is its "
                 f"source's ({src.element_type})"
             )
+
+
+def written_name(op: Operation) -> str:
+    """The name messages give `op`: a view op's is the name of the op it
+    replaced (the user wrote a `memref.subview`, never this op)."""
+    if isinstance(op, ViewOp) and op.replaces is not None:
+        return op.replaces.data
+    return op.name

@@ -5,7 +5,7 @@
 // source steps along x's channels 6 elements apart.
 // nem-rewrite-views makes it a nem_lowering.view before the conversion (D-LOW-VIEW-OP):
 // RUN: nem-opt %s -p nem-rewrite-views | filecheck %s --check-prefix=VIEW
-// VIEW: "nem_lowering.view"(%x) <{shape = array<i64: 1, 2, 3, 4>, strides = array<i64: 24, 3, 1, 6>}> : (memref<1x4x2x3xf32>) -> memref<1x2x3x4xf32, strided<[24, 3, 1, 6]>>
+// VIEW: "nem_lowering.view"(%x) <{shape = array<i64: 1, 2, 3, 4>, strides = array<i64: 24, 3, 1, 6>, replaces = "memref.reinterpret_cast"}> : (memref<1x4x2x3xf32>) -> memref<1x2x3x4xf32, strided<[24, 3, 1, 6]>>
 // VIEW-NOT: reinterpret_cast
 // RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1}' -t nem -o %t.nem
 // RUN: filecheck %s < %t.nem

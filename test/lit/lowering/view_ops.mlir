@@ -1,16 +1,17 @@
 // nem-rewrite-views (D-LOW-VIEW-OP): memref.collapse_shape, expand_shape and
 // cast of the entry function become nem_lowering.view ops of their source
-// (a reshape with its static layout, a cast without one: its source's view),
-// each keeping its result type; a reshape inside a pure loop nest (one
+// (a reshape with its static layout, a cast without one: its source's view;
+// subviews: subview_views.mlir), each keeping its result type and naming
+// the op it replaced (the conversion's messages name that one); a reshape inside a pure loop nest (one
 // compute task, its kernel printed as written) and other functions keep
 // theirs.  The conversion lowers the view ops by one handler.
 // RUN: nem-opt %s -p nem-rewrite-views | filecheck %s --check-prefix=VIEW
 // VIEW-LABEL: func.func @main(%x: memref<2x3x4xf32>, %y: memref<2x6xf32>, %z: memref<2x2x3xf32>) {
-// VIEW-NEXT: %[[V:.*]] = "nem_lowering.view"(%x) <{shape = array<i64: 2, 12>, strides = array<i64: 12, 1>}> : (memref<2x3x4xf32>) -> memref<2x12xf32>
-// VIEW-NEXT: %[[C:.*]] = "nem_lowering.view"(%[[V]]) : (memref<2x12xf32>) -> memref<?x12xf32>
-// VIEW-NEXT: %[[S:.*]] = memref.subview %[[C]][0, 0] [2, 6] [1, 1] : memref<?x12xf32> to memref<2x6xf32, strided<[12, 1]>>
+// VIEW-NEXT: %[[V:.*]] = "nem_lowering.view"(%x) <{shape = array<i64: 2, 12>, strides = array<i64: 12, 1>, replaces = "memref.collapse_shape"}> : (memref<2x3x4xf32>) -> memref<2x12xf32>
+// VIEW-NEXT: %[[C:.*]] = "nem_lowering.view"(%[[V]]) <{replaces = "memref.cast"}> : (memref<2x12xf32>) -> memref<?x12xf32>
+// VIEW-NEXT: %[[S:.*]] = "nem_lowering.view"(%[[C]]) <{shape = array<i64: 2, 6>, strides = array<i64: 12, 1>, replaces = "memref.subview"}> : (memref<?x12xf32>) -> memref<2x6xf32, strided<[12, 1]>>
 // VIEW-NEXT: memref.copy %[[S]], %y
-// VIEW-NEXT: %[[E:.*]] = "nem_lowering.view"(%y) <{shape = array<i64: 2, 2, 3>, strides = array<i64: 6, 3, 1>}> : (memref<2x6xf32>) -> memref<2x2x3xf32>
+// VIEW-NEXT: %[[E:.*]] = "nem_lowering.view"(%y) <{shape = array<i64: 2, 2, 3>, strides = array<i64: 6, 3, 1>, replaces = "memref.expand_shape"}> : (memref<2x6xf32>) -> memref<2x2x3xf32>
 // VIEW-NEXT: memref.copy %[[E]], %z
 // VIEW-LABEL: func.func @nest(
 // VIEW: memref.collapse_shape %u
@@ -24,7 +25,7 @@
 // NEST-NEXT: memref.collapse_shape %u
 // RUN: nem-opt %s -p 'nem-rewrite-views{entry=other}' | filecheck %s --check-prefix=OTHER
 // OTHER-LABEL: func.func @other(
-// OTHER-NEXT: "nem_lowering.view"(%x) <{shape = array<i64: 2, 12>, strides = array<i64: 12, 1>}>
+// OTHER-NEXT: "nem_lowering.view"(%x) <{shape = array<i64: 2, 12>, strides = array<i64: 12, 1>, replaces = "memref.collapse_shape"}>
 //
 // lower-to-nem: the views address the arguments' buffers.
 // RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1}' -t nem | filecheck %s --check-prefix=LOWER

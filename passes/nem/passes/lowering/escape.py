@@ -29,6 +29,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
 
 from nem.dialect.diagnostics import NemDiagnosticError
+from nem.dialect.view_op import written_name
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import Fallback, LoweringContext
@@ -54,7 +55,7 @@ def memref_label(v: SSAValue) -> str:
     owner = v.owner
     hint = f"%{v.name_hint}" if v.name_hint else None
     if isinstance(owner, Operation):
-        where = f"{owner.name} at {location_text(owner)}"
+        where = f"{written_name(owner)} at {location_text(owner)}"
         return f"{hint} ({where})" if hint else f"the result of {where}"
     assert isinstance(v, BlockArgument)
     return hint or f"argument #{v.index}"

@@ -19,7 +19,6 @@ from nem.passes.lowering import (
     memref_globals,
     memref_views,
     outline_kernels,
-    reshape,
     scf_loops,
 )
 from nem.passes.lowering.diagnostics import reject
@@ -55,7 +54,6 @@ def _control_flow_ops() -> list[type[Operation]]:
 HANDLERS: dict[type[Operation], Handler] = {
     **index_ops.HANDLERS,
     **memory_ops.HANDLERS,
-    **reshape.HANDLERS,
     **memref_views.HANDLERS,
     **memref_globals.HANDLERS,
     **loops.HANDLERS,

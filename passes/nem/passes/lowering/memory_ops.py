@@ -1,5 +1,5 @@
-"""Handlers of memref and data-movement ops: allocations (D-LOW-BUF; casts
-and reshapes are `nem_lowering.view`s by then, `reshape.lower_view_op`),
+"""Handlers of memref and data-movement ops: allocations (D-LOW-BUF; subviews, casts
+and reshapes are `nem_lowering.view`s by then, `memref_views.lower_view_op`),
 `memref.copy` and one-element copies (D-LOW-COPYNEST), DMA starts and waits
 (D-LOW-DMA).  Each task is emitted without dependencies:
 `nem-synthesize-deps` orders the conflicting ones afterwards."""

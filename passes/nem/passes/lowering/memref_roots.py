@@ -105,16 +105,13 @@ class MemrefRoots:
         result: SSAValue,
         source: SSAValue,
         keep_shape: bool = False,
-        shape: tuple[int, ...] | None = None,
     ) -> None:
         """`result` a view of `source`'s buffer (`keep_shape`: with
-        `source`'s shape, as the conversion copies a cast's view; `shape`:
-        with that one, a `nem_lowering.view`'s)."""
+        `source`'s shape, as the conversion copies a cast's view)."""
         src, t = self.facts.get(source), result.type
         if src is None or not isinstance(t, MemRefType):
             return
-        if shape is None:
-            shape = src.shape if keep_shape else _static_shape(t)
+        shape = src.shape if keep_shape else _static_shape(t)
         self.facts[result] = MemrefFact(src.root, t.element_type, shape)
 
     def _flow(self, to: SSAValue, source: SSAValue) -> None:
@@ -137,12 +134,10 @@ class MemrefRoots:
             self._alias(op.result, op.source)
         elif isinstance(op, memref.CastOp):
             self._alias(op.results[0], op.source, keep_shape=True)
-        elif isinstance(op, ViewOp):  # what nem-rewrite-views makes of the three above
-            layout = op.layout
-            if layout is None:  # a cast's: its source's view
-                self._alias(op.result, op.source, keep_shape=True)
-            else:
-                self._alias(op.result, op.source, shape=layout[0])
+        elif isinstance(op, ViewOp):  # what nem-rewrite-views makes of the ones above
+            # a cast's (no layout) is its source's view; else the type's shape,
+            # which is the layout's (None where a size is dynamic, as a subview's)
+            self._alias(op.result, op.source, keep_shape=op.layout is None)
         elif isinstance(op, asy.ExecuteOp):
             for v, arg in zip(op.body_operands, op.body_region.block.args):
                 self._flow(arg, v)

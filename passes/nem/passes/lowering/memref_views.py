@@ -1,6 +1,8 @@
 """What `transform.structured.promote` and non-dividing tiles leave
 (D-LOW-VIEW): `memref.view` of a byte buffer and `memref.subview` with
-dynamic sizes.  Both are views of existing bytes (no task, no copy):
+dynamic sizes; and the one handler of the view op (D-LOW-VIEW-OP), which
+subviews, casts and reshapes are before the conversion (`nem-rewrite-views`,
+`view_ops.py`).  All are views of existing bytes (no task, no copy):
 
     %alloc = memref.alloc() : memref<3072xi8, 2>
     %v = memref.view %alloc[%c0][] : memref<3072xi8, 2> to memref<16x48xf32, 2>
@@ -8,13 +10,17 @@ dynamic sizes.  Both are views of existing bytes (no task, no copy):
 
     %0 = affine.min affine_map<(d0) -> (-d0 + 40, 32)>(%j)
     %s = memref.subview %b[0, %j] [48, %0] [1, 1] : ... to memref<48x?xf32, ...>
-    -> the size is the value `%0` has where the subview is lowered: 32 in the
-       full tiles and 8 in the peeled last tile (D-LOW-PEEL), else rejected
+    -> "nem_lowering.view"(%b, %j, %0) <{base = (d0) -> (d0), shape = [48, ?],
+                                         strides = [40, 1]}>      (nem-rewrite-views)
+    -> View(buffer of %b, base: that of %b + the value of %j, shape (48, 32),
+            strides (40, 1)): the size is the value `%0` has where the view is
+       lowered, 32 in the full tiles and 8 in the peeled last tile (D-LOW-PEEL),
+       else rejected
 
 A `memref.view` needs a static result shape and a byte offset that is a
 whole number of result elements (symbolic offsets included: every term a
 multiple of the element size); a dynamic subview size must be a constant
-where the subview is lowered.  Everything else is a located
+where the view is lowered.  Everything else is a located
 `not supported` diagnostic naming the fix.  The analysis is `byte_view`
 and `const_sizes`; the handlers only record views.
 """
@@ -22,15 +28,17 @@ and `const_sizes`; the handlers only record views.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from nem.dialect.view_op import ViewOp, written_name
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.views import View, check_elem, elem_size, row_major, subview_view
+from nem.passes.lowering.views import View, check_elem, elem_size, row_major
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext
@@ -86,7 +94,7 @@ def const_sizes(
         if not a.is_const():
             raise reject(
                 op,
-                f"not supported: a {op.name} size "
+                f"not supported: a {written_name(op)} size "
                 f"({'%' + v.name_hint if v.name_hint else 'an operand'}) that is not constant here (D-LOW-VIEW: NEM regions have "
                 "static sizes)",
                 "peel the partial tile (transform.loop.peel, or an "
@@ -94,22 +102,26 @@ def const_sizes(
                 "tile sizes that divide the iteration space",
             )
         if a.const <= 0:
-            raise reject(op, f"{op.name} size {a.const} is not positive")
+            raise reject(op, f"{written_name(op)} size {a.const} is not positive")
         sizes.append(a.const)
     return sizes
 
 
-def lower_subview(lw: Lowering, op: memref.SubviewOp, st: BlockState) -> None:
+def lower_view_op(lw: Lowering, op: ViewOp, st: BlockState) -> None:
+    """The view of `source`'s buffer with the op's layout, moved by its
+    base's value here and sized by its dynamic sizes' (constants here:
+    `const_sizes`), or `source`'s view itself (D-LOW-VIEW-OP)."""
     ctx = lw.ctx
     src = ctx.view(op.source, op)
-    dynamic = list(op.offsets)
-    offsets = [
-        ctx.index(dynamic.pop(0), op) if v == DYNAMIC_INDEX else Aff.c(v)
-        for v in op.static_offsets.get_values()
-    ]
-    ctx.views[op.result] = subview_view(
-        op, src, offsets, const_sizes(ctx, op, op.static_sizes.get_values(), op.sizes)
-    )
+    layout = op.layout
+    if layout is None:
+        ctx.views[op.result] = src
+        return
+    base = src.base
+    if op.base is not None:
+        base = base + ctx.affine(op, op.base.data, tuple(op.base_operands))[0]
+    shape = const_sizes(ctx, op, layout[0], op.size_operands)
+    ctx.views[op.result] = replace(src, shape=tuple(shape), strides=layout[1], base=base)
 
 
 def lower_view(lw: Lowering, op: memref.ViewOp, st: BlockState) -> None:
@@ -126,6 +138,6 @@ def lower_view(lw: Lowering, op: memref.ViewOp, st: BlockState) -> None:
 
 
 HANDLERS: dict[type[Operation], Handler] = {
-    memref.SubviewOp: lower_subview,
+    ViewOp: lower_view_op,
     memref.ViewOp: lower_view,
 }

@@ -2,7 +2,7 @@
 `memref.collapse_shape` and `memref.expand_shape` are views of the same
 bytes, so they become `nem_lowering.view`s of their source before the
 conversion (`nem-rewrite-views`, `view_ops.py`), which lowers each to a new
-`View` of the same NEM buffer (no task, no copy):
+`View` of the same NEM buffer (no task, no copy; `memref_views.lower_view_op`):
 
     %v = memref.collapse_shape %x [[0], [1, 2]] : memref<2x3x4xf32> into memref<2x12xf32>
     -> nem_lowering.view %x shape [2, 12] strides [12, 1]
@@ -14,8 +14,7 @@ verifier already demands it for identity and strided layouts it can prove,
 and the check here turns what it cannot prove into a located diagnostic.
 An expanded dimension of stride `s` split into sizes `(a, b, c)` gets
 strides `(s*b*c, s*c, s)`: always a view.  The layouts are computed on the
-source's static layout (`collapsed`, `expanded`); the conversion's handler
-only records the view.
+source's static layout (`collapsed`, `expanded`), for the patterns.
 """
 
 from __future__ import annotations
@@ -23,17 +22,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from xdsl.ir import Operation
 
-from nem.dialect.view_op import ViewOp
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.views import row_major
-
-if TYPE_CHECKING:
-    from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
 """(shape, element strides) of a view."""
@@ -68,16 +61,3 @@ def expanded(src: Layout, groups: Sequence[Sequence[int]], out_shape: Sequence[i
         for k, s in zip(g, inner):
             strides[k] = src[1][d] * s
     return tuple(out_shape), tuple(strides)
-
-
-def lower_view_op(lw: Lowering, op: ViewOp, st: BlockState) -> None:
-    """The view of `source`'s buffer from its first element, with the op's
-    static layout, or `source`'s view itself (D-LOW-VIEW-OP)."""
-    src = lw.ctx.view(op.source, op)
-    layout = op.layout
-    lw.ctx.views[op.result] = (
-        src if layout is None else replace(src, shape=layout[0], strides=layout[1])
-    )
-
-
-HANDLERS: dict[type[Operation], Handler] = {ViewOp: lower_view_op}

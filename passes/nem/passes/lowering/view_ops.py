@@ -1,7 +1,7 @@
 """`nem-rewrite-views` (D-LOW-VIEW-OP): the memref ops that only re-read
 their source's bytes with another layout (`memref.cast`,
 `memref.collapse_shape`, `memref.expand_shape`, a static
-`memref.reinterpret_cast` of a whole buffer) become one op,
+`memref.reinterpret_cast` of a whole buffer, `memref.subview`) become one op,
 `nem_lowering.view %source {shape, strides}`, before the conversion, which
 then has one handler for them (issue 36 item 1: "convert memrefs to buffers
 and regions" as rewrite patterns, one pattern per view op):
@@ -11,13 +11,20 @@ and regions" as rewrite patterns, one pattern per view op):
                                        strides = array<i64: 12, 1>}> : ... -> memref<2x12xf32>
     %c = memref.cast %x : memref<4x8xf32> to memref<?x8xf32>
     -> %c = "nem_lowering.view"(%x) : (memref<4x8xf32>) -> memref<?x8xf32>
+    %s = memref.subview %b[0, %j] [48, %0] [1, 1] : memref<48x40xf32> to memref<48x?xf32, ..>
+    -> %s = "nem_lowering.view"(%b, %j, %0) <{shape = [48, ?], strides = [40, 1],
+                                               base = (d0) -> (d0)}> : ...
+(each also naming the op it replaced, `replaces`, which messages give).
 
 A cast is its source's view (no layout: the conversion keeps the source's,
 also where its sizes are known per lowered copy only, a peeled tile); a
 reshape's layout is its source's static layout with dimensions merged or
 split (`reshape.collapsed`/`expanded`), so a reshape of a source whose type
 has dynamic sizes or strides is rejected at the op (no input of the suites
-has one).  The checks the conversion made (contiguous collapsed groups,
+has one).  A subview's base is an affine map of its dynamic offsets with
+its source type's strides (behind casts) as coefficients, and its dynamic
+sizes are operands the conversion resolves per lowered copy (a peeled
+tile); a source whose strides are unknown is rejected.  The checks the conversion made (contiguous collapsed groups,
 static expanded shapes) are the patterns' diagnostics; the result type is
 the op's own, so users read the types they read.
 
@@ -31,13 +38,25 @@ preparation, after `nem-drop-token-awaits`, whose structural marks it reads.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import affine, memref
-from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp, StridedLayoutAttr
+from xdsl.dialects import affine, arith, memref
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    AffineMapAttr,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    NoneAttr,
+    StridedLayoutAttr,
+)
 from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -49,6 +68,7 @@ from xdsl.pattern_rewriter import (
 
 from nem.dialect.kernel_op import KernelOp
 from nem.dialect.view_op import ViewOp
+from nem.passes.lowering.affine_algebra import is_identity
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.reshape import Layout, collapsed, expanded
@@ -107,9 +127,14 @@ def reassociation(op: memref.CollapseShapeOp | memref.ExpandShapeOp) -> list[lis
 
 
 def _replace(
-    rewriter: PatternRewriter, op: Operation, source: SSAValue, layout: Layout | None
+    rewriter: PatternRewriter,
+    op: Operation,
+    source: SSAValue,
+    layout: Layout | None,
+    base: tuple[AffineMap, Sequence[SSAValue]] | None = None,
+    sizes: Sequence[SSAValue] = (),
 ) -> None:
-    view = ViewOp(source, layout, op.results[0].type)
+    view = ViewOp(source, layout, op.results[0].type, op.name, base, sizes)
     view.location = op.location
     rewriter.replace_op(op, view)
 
@@ -209,9 +234,112 @@ class ReinterpretToView(RewritePattern):
         _replace(rewriter, op, op.source, (tuple(sizes), tuple(strides)))
 
 
+def type_strides(op: Operation, source: SSAValue) -> tuple[int, ...]:
+    """The element strides of `source`'s type (static sizes or not: a
+    subview of a peeled tile), through casts (a view without a layout is its
+    source's view: its source's type has the strides where the cast's type
+    has `?`), else rejected at `op`."""
+    strides, src = _strides(source), source
+    while None in strides and isinstance(src.owner, ViewOp) and src.owner.layout is None:
+        src = src.owner.source
+        strides = _strides(src)
+    if None in strides:
+        raise reject(
+            op,
+            f"not supported: {op.name} of a memref with dynamic strides ({source.type}) "
+            "(D-LOW-VIEW-OP: a view's strides are static)",
+            "take the subview of a memref with static strides (before its cast), or give "
+            "the memref.view it takes constant sizes",
+        )
+    return tuple(s for s in strides if s is not None)
+
+
+def _strides(v: SSAValue) -> list[int | None]:
+    """The strides of `v`'s layout, None where unknown: dynamic, or row-major
+    outside a size `_known_shape` does not know, or not strided at all."""
+    t = v.type
+    assert isinstance(t, MemRefType)
+    layout = t.layout
+    if isinstance(layout, StridedLayoutAttr):
+        return list(layout.get_strides())
+    shape = _known_shape(v, t)
+    if not (
+        isinstance(layout, NoneAttr)
+        or (isinstance(layout, AffineMapAttr) and is_identity(layout.data))
+    ):
+        return [None] * len(shape)
+    strides: list[int | None] = []
+    for k in range(len(shape)):
+        inner = [d for d in shape[k + 1 :] if d is not None]
+        strides.append(math.prod(inner) if len(inner) == len(shape) - k - 1 else None)
+    return strides
+
+
+def _known_shape(v: SSAValue, t: MemRefType) -> list[int | None]:
+    """`v`'s sizes, None where dynamic; a dynamic size of a `memref.view` an
+    `arith.constant` gives is that constant (`transform.structured.promote`'s
+    output before canonicalization, which the conversion's `memref.view`
+    handler lays out row-major on the same constants: D-LOW-VIEW)."""
+    shape: list[int | None] = [None if d == DYNAMIC_INDEX else d for d in t.get_shape()]
+    view = v.owner
+    if isinstance(view, memref.ViewOp):
+        sizes = iter(view.sizes)
+        shape = [_constant(next(sizes)) if d is None else d for d in shape]
+    return shape
+
+
+def _constant(v: SSAValue) -> int | None:
+    c = v.owner
+    if isinstance(c, arith.ConstantOp) and isinstance(c.value, IntegerAttr):
+        return c.value.value.data
+    return None
+
+
+@dataclass
+class SubviewToView(RewritePattern):
+    """`memref.subview %x[offsets] [sizes] [steps]` -> a view of `%x` moved
+    by the offsets (an affine map of the dynamic ones, the source type's
+    strides as coefficients) with the kept sizes (a dynamic one an operand)
+    and strides `source stride * step`; the unit dimensions the result type
+    drops are dropped (D-LOW-VIEW)."""
+
+    lowered: LoweredOneByOne
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: memref.SubviewOp, rewriter: PatternRewriter) -> None:
+        if not self.lowered(op):
+            return
+        steps = op.static_strides.get_values()
+        if list(op.strides) or DYNAMIC_INDEX in steps:
+            raise reject(op, "not supported: dynamic strides in memref.subview (D-LOW-VIEW)")
+        src = type_strides(op, op.source)
+        dims = iter(range(len(op.offsets)))
+        terms = [
+            (AffineExpr.dimension(next(dims)) if o == DYNAMIC_INDEX else AffineExpr.constant(o)) * s
+            for o, s in zip(op.static_offsets.get_values(), src)
+        ]
+        shift = functools.reduce(operator.add, terms, AffineExpr.constant(0))
+        rt = op.result.type
+        assert isinstance(rt, MemRefType)
+        kept = rt.get_shape()
+        full = [(sz, src[k] * steps[k]) for k, sz in enumerate(op.static_sizes.get_values())]
+        if len(kept) != len(full):  # rank reduction: drop the unit sizes the type drops
+            dropped, full, i = full, [], 0
+            for sz, st in dropped:
+                if i < len(kept) and sz == kept[i]:
+                    full.append((sz, st))
+                    i += 1
+                elif sz != 1:
+                    raise reject(op, "unsupported rank-reducing subview")
+        layout = tuple(sz for sz, _ in full), tuple(st for _, st in full)
+        base = AffineMap(len(op.offsets), 0, (shift,)), list(op.offsets)
+        moved = op.offsets or shift != AffineExpr.constant(0)
+        _replace(rewriter, op, op.source, layout, base if moved else None, list(op.sizes))
+
+
 @dataclass(frozen=True)
 class RewriteViewsPass(ModulePass):
-    """Rewrite the entry function's casts and reshapes of memrefs to
+    """Rewrite the entry function's casts, reshapes and subviews of memrefs to
     `nem_lowering.view`s, outside pure nests and outlined kernels
     (D-LOW-VIEW-OP).
 
@@ -230,6 +358,7 @@ class RewriteViewsPass(ModulePass):
             CollapseToView(lowered),
             ExpandToView(lowered),
             ReinterpretToView(lowered),
+            SubviewToView(lowered),
         ]
         # one walk in program order (a view's source is rewritten first, so
         # errors come in program order), without xDSL's dead-code elimination

@@ -3,8 +3,8 @@
 A memref value is seen as a `View`: the NEM buffer it lives in, the element
 offset of its index `[0, ..., 0]` (an `Aff` of the enclosing loop
 variables), its shape and its element strides.  Function arguments and
-allocations start views; `memref.subview`, `memref.view` and
-`nem_lowering.view` (casts and reshapes, D-LOW-VIEW-OP) derive views; an
+allocations start views; `memref.view` and `nem_lowering.view`
+(subviews, casts and reshapes, D-LOW-VIEW-OP) derive views; an
 access (DMA, copy, raised operand) is a box of a view: a start element and
 a shape with strides (D-LOW-REGION).  Nothing here builds IR.
 """
@@ -16,9 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from xdsl.dialects import memref
 from xdsl.dialects.builtin import (
-    DYNAMIC_INDEX,
     AffineMapAttr,
     IntegerAttr,
     MemRefType,
@@ -130,43 +128,6 @@ def memory_space(v: SSAValue) -> int:
     assert isinstance(t, MemRefType)
     ms = t.memory_space
     return ms.value.data if isinstance(ms, IntegerAttr) else 0
-
-
-def subview_view(
-    op: memref.SubviewOp, src: View, offsets: Sequence[Aff], sizes: Sequence[int]
-) -> View:
-    """The view of `memref.subview` of `src` at evaluated `offsets` with
-    evaluated `sizes` (static strides; unit dimensions the result type
-    drops are removed; dynamic sizes: `memref_views.const_sizes`)."""
-    strs = op.static_strides.get_values()
-    if list(op.strides) or DYNAMIC_INDEX in strs:
-        raise reject(op, "not supported: dynamic strides in memref.subview (D-LOW-VIEW)")
-    base = src.base
-    for o, s in zip(offsets, src.strides):
-        base = base + o.scale(s)
-    rt = op.result.type
-    assert isinstance(rt, MemRefType)
-    dyn = iter(sizes[k] for k, d in enumerate(op.static_sizes.get_values()) if d == DYNAMIC_INDEX)
-    kept_shape = [next(dyn) if d == DYNAMIC_INDEX else d for d in rt.get_shape()]
-    full = [(sz, src.strides[k] * strs[k]) for k, sz in enumerate(sizes)]
-    if len(kept_shape) != len(full):  # rank reduction: drop the unit dims the result removed
-        kept, i = [], 0
-        for sz, st in full:
-            if i < len(kept_shape) and sz == kept_shape[i]:
-                kept.append((sz, st))
-                i += 1
-            elif sz != 1:
-                raise reject(op, "unsupported rank-reducing subview")
-        full = kept
-    return View(
-        src.buffer,
-        src.level,
-        src.elem,
-        tuple(s for s, _ in full),
-        tuple(st for _, st in full),
-        base,
-        src.name,
-    )
 
 
 def contiguous_box(vw: View, idx: Sequence[Aff], n: int) -> tuple[list[int], list[int]]:
