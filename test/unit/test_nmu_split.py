@@ -38,25 +38,28 @@ func.func @f(%x: memref<1x18x16x8xf32>, %w: memref<3x3x8x32xf32>, %y: memref<1x8
 """
 
 
-def _split(nmus: int, min_macs: int = 1, body: str = "") -> list[str]:
-    """Each convolution of the loop after the split: its input and output types and part."""
+def _split(
+    nmus: int, min_macs: int = 1, body: str = "", text: str = TILED, looped: bool = True
+) -> list[str]:
+    """Each convolution after the split (of the loop's body, or of the
+    function when it has no loop): its input and output types and part."""
     old = nmu_split.MIN_MACS
     nmu_split.MIN_MACS = min_macs
     try:
         with ir.Context():
-            m = ir.Module.parse(TILED.replace("ONCE", body))
+            m = ir.Module.parse(text.replace("ONCE", body))
             fn = next(o.operation for o in m.body.operations)
-            nmu_split.split_convs(fn, nmus)
+            nmu_split.split_convs(fn, nmus, looped)
             m.operation.verify()
-            loop = next(
-                o.operation
-                for o in fn.regions[0].blocks[0].operations
-                if o.operation.name == "scf.for"
-            )
+            block = fn.regions[0].blocks[0]
+            for o in block.operations:
+                if o.operation.name == "scf.for":
+                    block = o.operation.regions[0].blocks[0]
             return [
                 f"{c.operands[0].type} -> {c.operands[2].type} "
                 f"{c.attributes[nmu_split.PART] if nmu_split.PART in c.attributes else '-'}"
-                for c in (o.operation for o in loop.regions[0].blocks[0].operations)
+                + (f" {c.attributes[nmu_split.BAND]}" if nmu_split.BAND in c.attributes else "")
+                for c in (o.operation for o in block.operations)
                 if c.name == nmu_split.CONV
             ]
     finally:
@@ -69,10 +72,31 @@ def test_a_convolution_becomes_one_band_of_rows_per_nmu():
     stride), each band a part of its own."""
     assert _split(2) == [
         "memref<1x9x16x8xf32, strided<[2304, 128, 8, 1]>, 2> -> "
-        "memref<1x4x14x32xf32, strided<[3584, 448, 32, 1]>, 2> 0 : i64",
+        "memref<1x4x14x32xf32, strided<[3584, 448, 32, 1]>, 2> 0 : i64 array<i64: 0, 8>",
         "memref<1x9x16x8xf32, strided<[2304, 128, 8, 1], offset: 1024>, 2> -> "
-        "memref<1x4x14x32xf32, strided<[3584, 448, 32, 1], offset: 1792>, 2> 1 : i64",
+        "memref<1x4x14x32xf32, strided<[3584, 448, 32, 1], offset: 1792>, 2> 1 : i64 "
+        "array<i64: 4, 8>",
     ]
+
+
+def test_straight_line_convolutions_split_apart_from_looped_ones():
+    """Outside tile loops (`looped=False`, always run by the tile stage) a
+    convolution splits as in one; each split asks for its own kind only."""
+    text = "\n".join(
+        line
+        for line in TILED.splitlines()
+        if "scf.for" not in line and line.strip() != "}" or line == "}"
+    ).replace("%c2 = arith.constant 2 : index", "")
+    whole = ["memref<1x18x16x8xf32, 2> -> memref<1x8x14x32xf32, 2> -"]
+    assert _split(2, text=text) == whole
+    assert _split(2, text=text, looped=False) == [
+        "memref<1x9x16x8xf32, strided<[2304, 128, 8, 1]>, 2> -> "
+        "memref<1x4x14x32xf32, strided<[3584, 448, 32, 1]>, 2> 0 : i64 array<i64: 0, 8>",
+        "memref<1x9x16x8xf32, strided<[2304, 128, 8, 1], offset: 1024>, 2> -> "
+        "memref<1x4x14x32xf32, strided<[3584, 448, 32, 1], offset: 1792>, 2> 1 : i64 "
+        "array<i64: 4, 8>",
+    ]
+    assert _split(2, looped=False) == ["memref<1x18x16x8xf32, 2> -> memref<1x8x14x32xf32, 2> -"]
 
 
 def test_small_convolutions_and_one_nmu_stay_whole():
@@ -92,11 +116,54 @@ def test_bands_are_bit_identical_and_run_at_once():
     new = compile_onnx(model, split_units=True, **opts)
     old = compile_onnx(model, **opts)
     assert new.nem.count("conv2d.async") == 2 * old.nem.count("conv2d.async")
-    # each band accumulates through a scratch of its own (else the second
-    # waits for the first's add, and the bands run in turn)
-    scratch = re.findall(r"conv2d\.async .* out region\((\w+),", new.nem)
-    assert len(scratch) == 2 and len(set(scratch)) == 2
+    # each band accumulates in its rows of one scratch (on bytes of their own:
+    # else the second waits for the first's add, and the bands run in turn),
+    # which one add per tile adds
+    assert _apart(*_band_outputs(new.nem))
+    assert _adds(new.nem) == _adds(old.nem)
     assert np.array_equal(
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < 0.97 * timed_cycles(old.nem)
+
+
+def _band_outputs(nem: str) -> list[tuple[str, str, int]]:
+    """(buffer, offset, bytes) of each `conv2d` task's output region."""
+    found = re.findall(r"conv2d\.async .* out region\((\w+), ([^,]+), (\d+)\)", nem)
+    return [(name, off, int(size)) for name, off, size in found]
+
+
+def _apart(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
+    """Band outputs `a` then `b` in one buffer, `b` past `a`'s bytes."""
+    if a[0] != b[0]:
+        return False
+    if a[1].isdigit():
+        return int(a[1]) + a[2] <= int(b[1])
+    return b[1] == f"{a[1]} + {a[2]}"
+
+
+def _adds(nem: str) -> int:
+    return len(re.findall(r"= add\.async", nem))
+
+
+@pytest.mark.slow  # two compiles and three runs of a small conv
+def test_a_straight_line_convolution_runs_on_both_nmus(monkeypatch):
+    """DenseNet-121's 3x3 128 -> 32 convolutions at 14x14 (issue 35): one tile
+    per engine part, no tile loop, so they ran on one of the engine's two
+    NMUs.  Now in two bands, each in its rows of one scratch (disjoint
+    bytes, so the bands run at once) and one add per part as before (one
+    token, not two, held to the next loop): bit-identical to the one-NMU
+    program (the split kept off by `MIN_MACS`), in fewer timed cycles."""
+    model = conv3x3_model(14, 128, 32)
+    new = compile_onnx(model, device="npm_pro_x1")
+    monkeypatch.setattr(nmu_split, "MIN_MACS", 1 << 62)
+    old = compile_onnx(model, device="npm_pro_x1")
+    assert "loop " not in new.nem
+    assert new.nem.count("conv2d.async") == 2 * old.nem.count("conv2d.async") == 8
+    assert _adds(new.nem) == _adds(old.nem) == 4
+    bands = _band_outputs(new.nem)
+    assert all(_apart(a, b) for a, b in zip(bands[::2], bands[1::2], strict=True))
+    assert np.array_equal(
+        only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
+    )
+    assert timed_cycles(new.nem) < 0.9 * timed_cycles(old.nem)

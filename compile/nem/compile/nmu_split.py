@@ -20,9 +20,16 @@ convolution per NMU, each over a band of its output rows:
 Each output element is the same sum over the same window and channels as
 before, so the results are bit-identical; a band of whole rows of a batch
 of one is contiguous in L1, so the parts write disjoint bytes and run at
-once.  `nem_part` gives each part a scratch buffer of its own in the
-lowering (D-LOW-ACCUM), so that equal bands do not share one.  Runs only
-with `--split-units` (D-COMPILE-SPLIT-OPT), after the DMA split.
+once.  `nem_part` numbers the parts and `nem_band = [r0, rows]` places
+each band in the whole output: the lowering gives the parts one scratch of
+the whole output's shape (D-LOW-ACCUM), each part accumulating in its own
+band of it, so the scratch is live across all the parts and `nem-share-
+buffers` cannot put one part's accumulator on another's bytes (it did with
+a scratch per part, whose lifetimes were disjoint in statement order: the
+second part then waited for the first one's add, and the parts ran in
+turn).  Convolutions in tile loops are split only with `--split-units`
+(D-COMPILE-SPLIT-OPT), after the DMA split; straight-line ones always
+(`looped=False`: a few tasks per convolution, not per iteration).
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ MIN_MACS = 1 << 18
 """Convolutions with fewer multiply-accumulates stay whole (a task's fixed
 latency and the extra add would outweigh the halved compute)."""
 PART = "nem_part"
+BAND = "nem_band"
+"""`[first output row, output rows of the whole convolution]` of a part."""
 CONV = "linalg.conv_2d_nhwc_hwcf"
 
 
@@ -55,9 +64,10 @@ def _pair(op: ir.Operation, name: str) -> tuple[int, int]:
     return int(vals[0]), int(vals[1])
 
 
-def _bands(op: ir.Operation, nmus: int) -> list[tuple[int, int]] | None:
-    """The (first row, rows) of each part's output band, or None (kept whole)."""
-    if op.name != CONV or len(op.operands) != 3 or PART in op.attributes or not in_loop(op):
+def _bands(op: ir.Operation, nmus: int, looped: bool) -> list[tuple[int, int]] | None:
+    """The (first row, rows) of each part's output band, or None (kept whole,
+    or not in a tile loop as `looped` asks)."""
+    if op.name != CONV or len(op.operands) != 3 or PART in op.attributes or in_loop(op) != looped:
         return None
     x, w, y = (v.type for v in op.operands)
     if not (_fast(x) and _fast(w) and _fast(y)):
@@ -72,15 +82,16 @@ def _bands(op: ir.Operation, nmus: int) -> list[tuple[int, int]] | None:
     return even_parts(oh, k)
 
 
-def split_convs(fn: ir.Operation, nmus: int) -> int:
-    """Split every large L1 convolution of `fn` into up to `nmus` bands of
-    output rows (the module doc); returns how many were split."""
+def split_convs(fn: ir.Operation, nmus: int, looped: bool = True) -> int:
+    """Split every large L1 convolution of `fn` inside tile loops (`looped`)
+    or outside them into up to `nmus` bands of output rows (the module
+    doc); returns how many were split."""
     if nmus < 2:
         return 0
     todo: list[tuple[ir.Operation, list[tuple[int, int]]]] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        bands = _bands(op, nmus)
+        bands = _bands(op, nmus, looped)
         if bands is not None:
             todo.append((op, bands))
         return ir.WalkResult.ADVANCE
@@ -105,5 +116,6 @@ def split_convs(fn: ir.Operation, nmus: int) -> int:
                 new.operands[0] = xv
                 new.operands[2] = yv
                 new.attributes[PART] = ir.IntegerAttr.get(i64, j)
+                new.attributes[BAND] = ir.DenseI64ArrayAttr.get([r0, ys[1]])
         op.erase()
     return len(todo)

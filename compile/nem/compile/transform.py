@@ -448,12 +448,14 @@ def tile_module(
         hoist.share_copies(entry)
     module.operation.verify()
     # opt-in (D-COMPILE-SPLIT-OPT): large staging copies over the engine's DMAs
-    # (D-COMPILE-DMA-SPLIT; static shapes now) and each tile's convolution over
-    # its NMUs (D-COMPILE-NMU-SPLIT)
-    if options.split_units and (
-        dma_split.split_copies(entry, device.units("DMA"))
-        + nmu_split.split_convs(entry, device.units("NMU"))
-    ):
+    # (D-COMPILE-DMA-SPLIT; static shapes now) and each tile loop's convolution
+    # over its NMUs (D-COMPILE-NMU-SPLIT); straight-line convolutions always
+    nmus = device.units("NMU")
+    split = nmu_split.split_convs(entry, nmus, looped=False)
+    if options.split_units:
+        split += dma_split.split_copies(entry, device.units("DMA"))
+        split += nmu_split.split_convs(entry, nmus)
+    if split:
         tidy.run(module.operation)
         module.operation.verify()
     return "\n".join(texts)

@@ -66,6 +66,16 @@ NEM_KEYWORDS = frozenset(
 """Words the `.nem` grammar reserves: never used as generated names."""
 
 
+@dataclass
+class Band:
+    """The scratch of a split convolution being lowered (D-COMPILE-NMU-SPLIT),
+    shaped as its whole output, and the rows of it whose `add` into the
+    output is still to come (`compute._accumulator`)."""
+
+    view: View
+    pending: tuple[int, int]
+
+
 @dataclass(frozen=True)
 class Options:
     """The options of `convert-affine-to-nem` (and `lower-to-nem`)."""
@@ -203,6 +213,10 @@ class LoweringContext:
         self.legality = TaskLegality(catalog, device, options.device)
         """Whether a task has a variant on the target (`staging.illegal`, D-LOW-OUTLINE)."""
         self.scratch: dict[tuple[object, ...], View] = {}
+        self.bands: dict[tuple[object, ...], Band] = {}
+        """The scratch of the split convolution whose bands are being lowered
+        (`compute._accumulator`, D-COMPILE-NMU-SPLIT), per level, shape, element
+        type and execute; not cleared per top-level statement, as `scratch` is."""
         self.globals: dict[str, View] = {}
         """The buffer of each `memref.global` used (D-LOW-GLOBAL)."""
         self.initial: dict[str, tuple[GlobalOp, DenseIntOrFPElementsAttr]] = {}
