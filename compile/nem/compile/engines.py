@@ -31,13 +31,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
-from typing import TYPE_CHECKING
 
 from mlir import ir
 from mlir.dialects import affine, arith, memref
 
-if TYPE_CHECKING:
-    from nem.compile.nest_ir import Band
+from nem.compile.nest_ir import Band, access_box, const_bound, owner_op, replace_in
 
 MIN_GAIN = 0.8
 """Split only when the estimated time is below this fraction of the unsplit one."""
@@ -76,8 +74,6 @@ def _spans(
     in `ranges`.  The bytes moved are the box's elements (what a DMA of it
     is charged, D-RT-COST), which for a strip of a larger array (a padded
     tensor's border column, an interior) are far fewer than its span."""
-    from nem.compile.nest_ir import access_box
-
     boxes: dict[ir.Value, list[tuple[int, int]]] = {}
     use: dict[ir.Value, tuple[bool, bool]] = {}
     for acc in band.accesses:
@@ -125,8 +121,6 @@ def _finish(
 def _sum_target(band: Band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | None:
     """C when the nest's one store is `C[i] = C[i] + x` (float) with the same
     indices as its one load of C, and a part (`ranges`) covers all of C."""
-    from nem.compile.nest_ir import access_box, owner_op
-
     writes = [a for a in band.accesses if a.write]
     if len(writes) != 1:
         return None
@@ -203,8 +197,6 @@ def _narrow_partials(
     2602, m8: 13 input channels cut 4, 4, 4, 1 over cancelling partial sums,
     1.06 tolerances off the exact result; D-COMPILE-ENGINES).  f32 partial
     sums differ from the whole sum by f32 ulps, within D-COMPILE-TOL."""
-    from nem.compile.nest_ir import access_box
-
     boxes: dict[ir.Value, list[list[tuple[int, int]]]] = {}  # per memref, per part
     for acc in band.accesses:
         elem = ir.MemRefType(acc.memref.type).element_type
@@ -237,8 +229,6 @@ def preloaded_memrefs(fn: ir.Operation) -> set[ir.Value]:
 
 
 def _lower(loop: ir.Operation) -> int:
-    from nem.compile.nest_ir import const_bound
-
     lo = const_bound(loop, "lowerBoundMap")
     assert lo is not None  # analyze_band only keeps constant bounds
     return lo
@@ -301,8 +291,6 @@ def perfect_nest(
 def _privatize(parts: list[ir.Operation], c: ir.Value) -> list[tuple[ir.Operation, int]]:
     """Parts 1..N-1 of a sum into `c` accumulate into zeroed buffers of their
     own; one nest after the parts adds them into `c`."""
-    from nem.compile.nest_ir import replace_in
-
     loc = parts[0].location
     with loc:
         t = ir.MemRefType(c.type)

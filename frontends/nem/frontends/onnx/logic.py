@@ -17,14 +17,14 @@ value with itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from mlir import ir
 from mlir.dialects import arith, math
 
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
-from nem.frontends.onnx.ops import elementwise, operand
+from nem.frontends.onnx.ops import define_elementwise, operand
 
 _FLOAT_PREDICATES = {
     "Equal": arith.CmpFPredicate.OEQ,
@@ -68,7 +68,7 @@ def compare(imp: Importer, node: Node) -> None:
         return as_data(arith.cmpf(_FLOAT_PREDICATES[op], a, b))
 
     operands = [operand(imp, node.input(0)), operand(imp, node.input(1))]
-    _define(imp, node, operands, body, _i32())
+    define_elementwise(imp, node, operands, body, _i32())
 
 
 def logical(combine: Callable[[ir.Value, ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
@@ -76,7 +76,7 @@ def logical(combine: Callable[[ir.Value, ir.Value], ir.Value]) -> Callable[[Impo
 
     def convert(imp: Importer, node: Node) -> None:
         operands = [operand(imp, node.input(0)), operand(imp, node.input(1))]
-        _define(imp, node, operands, combine, _i32())
+        define_elementwise(imp, node, operands, combine, _i32())
 
     return convert
 
@@ -85,14 +85,14 @@ def not_(imp: Importer, node: Node) -> None:
     def body(b: ir.Value) -> ir.Value:
         return arith.xori(b, emit.scalar(b.type, 1))
 
-    _define(imp, node, [imp.tensor(node.input(0))], body, _i32())
+    define_elementwise(imp, node, [imp.tensor(node.input(0))], body, _i32())
 
 
 def is_nan(imp: Importer, node: Node) -> None:
     def body(x: ir.Value) -> ir.Value:
         return as_data(arith.cmpf(arith.CmpFPredicate.UNO, x, x))
 
-    _define(imp, node, [imp.tensor(node.input(0))], body, _i32())
+    define_elementwise(imp, node, [imp.tensor(node.input(0))], body, _i32())
 
 
 def is_inf(imp: Importer, node: Node) -> None:
@@ -113,7 +113,7 @@ def is_inf(imp: Importer, node: Node) -> None:
             return emit.scalar(_i32(), 0)
         return as_data(flag)
 
-    _define(imp, node, [imp.tensor(node.input(0))], body, _i32())
+    define_elementwise(imp, node, [imp.tensor(node.input(0))], body, _i32())
 
 
 def where(imp: Importer, node: Node) -> None:
@@ -132,24 +132,7 @@ def where(imp: Importer, node: Node) -> None:
     # the condition as a tensor even when constant: an inlined constant
     # would take X's type
     operands = [imp.tensor(node.input(0)), operand(imp, node.input(1)), operand(imp, node.input(2))]
-    _define(imp, node, operands, body, elem, scalar_elem=elem)
-
-
-def _define(
-    imp: Importer,
-    node: Node,
-    operands: Sequence[TensorVal | float],
-    body: Callable[..., ir.Value],
-    elem: ir.Type,
-    scalar_elem: ir.Type | None = None,
-) -> None:
-    if all(isinstance(o, float) for o in operands):
-        raise imp.error(
-            f"not supported: {node.op_type} whose operands are all constants",
-            fix="fold the constant subgraph (e.g. onnx-simplifier)",
-        )
-    value, perm = elementwise(imp, operands, body, elem=elem, scalar_elem=scalar_elem)
-    imp.define(node.outputs[0], value, perm)
+    define_elementwise(imp, node, operands, body, elem, scalar_elem=elem)
 
 
 def to_bool(imp: Importer, node: Node, x: TensorVal) -> None:
@@ -161,4 +144,4 @@ def to_bool(imp: Importer, node: Node, x: TensorVal) -> None:
             return as_data(arith.cmpi(arith.CmpIPredicate.ne, v, emit.scalar(v.type, 0)))
         return as_data(arith.cmpf(arith.CmpFPredicate.UNE, v, emit.fconst(v.type, 0.0)))
 
-    _define(imp, node, [x], body, _i32())
+    define_elementwise(imp, node, [x], body, _i32())

@@ -93,14 +93,21 @@ def operand(imp: Importer, name: str) -> TensorVal | float:
 
 
 def define_elementwise(
-    imp: Importer, node: Node, operands: Sequence[TensorVal | float], body: Scalar
+    imp: Importer,
+    node: Node,
+    operands: Sequence[TensorVal | float],
+    body: Scalar,
+    elem: ir.Type | None = None,
+    scalar_elem: ir.Type | None = None,
 ) -> None:
+    """`node`'s output: `elementwise(...)` of its operands (`elem`,
+    `scalar_elem` as there), at least one of which is computed at run time."""
     if not any(isinstance(o, TensorVal) for o in operands):
         raise imp.error(
             "not supported: an elementwise op whose operands are all constants",
             fix="fold the constant subgraph (e.g. onnx-simplifier)",
         )
-    value, perm = elementwise(imp, operands, body)
+    value, perm = elementwise(imp, operands, body, elem=elem, scalar_elem=scalar_elem)
     imp.define(node.outputs[0], value, perm)
 
 
