@@ -1,6 +1,7 @@
 """The commands the README's quick start and docs/compile.md tell a user to
 run, run as written (in a temporary directory): compile the bundled MLP,
-verify, run, compare with onnxruntime; and the Python API example."""
+verify, run, compare with onnxruntime; and docs/compile.md's Python examples (the
+API, bools)."""
 
 from __future__ import annotations
 
@@ -46,11 +47,13 @@ def test_readme_quick_start(tmp_path):
 def test_compile_md_commands_and_api(tmp_path):
     doc = ROOT / "docs" / "compile.md"
     run_shell(blocks(doc, "sh")[0], tmp_path)
-    (api,) = blocks(doc, "python")
+    examples = blocks(doc, "python")  # the API's, then the bools' (D-COMPILE-BOOL)
+    assert len(examples) >= 2
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        exec(compile(api, str(doc), "exec"), {})
+        for code in examples:
+            exec(compile(code, str(doc), "exec"), {})
     finally:
         os.chdir(cwd)
     assert (tmp_path / "mlp.weights.npz").is_file()
