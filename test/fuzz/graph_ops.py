@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import graph_ops_data  # registers the shape, index, cast and sequence entries
 import graph_ops_logic  # noqa: F401  registers the comparison, logical and Where entries
+import graph_ops_select  # noqa: F401  registers the TopK, GatherElements and Einsum entries
 import numpy as np
 from graph_gen import Builder, Skip, Val
 from graph_operands import (

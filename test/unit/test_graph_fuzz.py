@@ -54,7 +54,7 @@ def test_op_table_has_every_supported_op():
 
 
 def test_generated_models_are_valid_and_varied():
-    models = [generate(7, i) for i in range(150)]
+    models = [generate(7, i) for i in range(300)]
     ops = Counter(op for g in models for op in g.ops)
     assert set(ops) == set(OPS), f"never drawn: {set(OPS) - set(ops)}"
     kinds = Counter()

@@ -5,7 +5,7 @@ builds linalg on tensors with `emit`, and binds its outputs with
 `imp.define`.  Unsupported attribute values raise `imp.error(...)` (a
 located `OnnxImportError`).  The converters live in `ops` (elementwise,
 matrix products, layouts), `convs`, `pools`, `norms`, `reductions`,
-`slices`, `shapes`, `activations` and `sequences`; decisions:
+`slices`, `shapes`, `einsum`, `activations` and `sequences`; decisions:
 docs/compile.md (its coverage table lists every op type here) and
 docs/spec-decisions.md (D-COMPILE-*).
 """
@@ -20,6 +20,7 @@ from nem.frontends.onnx import activations as act
 from nem.frontends.onnx import logic, shapes
 from nem.frontends.onnx import sequences as seq
 from nem.frontends.onnx.convs import batchnorm, conv, conv_transpose
+from nem.frontends.onnx.einsum import einsum
 from nem.frontends.onnx.graph import Importer, Node
 from nem.frontends.onnx.norms import instance_norm, layernorm, log_softmax, lrn, softmax
 from nem.frontends.onnx.op_types import SUPPORTED
@@ -42,7 +43,7 @@ from nem.frontends.onnx.ops import (
     wide,
 )
 from nem.frontends.onnx.pools import global_pool, pool
-from nem.frontends.onnx.reductions import arg_extreme, cumsum, pow_, reduction
+from nem.frontends.onnx.reductions import arg_extreme, cumsum, pow_, reduction, topk
 from nem.frontends.onnx.resize import resize
 from nem.frontends.onnx.slices import slice_, split
 
@@ -96,6 +97,8 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "ArgMax": arg_extreme("max"),
     "ArgMin": arg_extreme("min"),
     "CumSum": cumsum,
+    "TopK": topk,
+    "Einsum": einsum,
     "Flatten": flatten,
     "Reshape": reshape,
     "Transpose": transpose,
@@ -108,6 +111,7 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "Tile": shapes.tile,
     "Resize": resize,
     "Gather": shapes.gather,
+    "GatherElements": shapes.gather_elements,
     "Pad": shapes.pad,
     "DepthToSpace": shapes.depth_to_space,
     "SpaceToDepth": shapes.space_to_depth,

@@ -32,7 +32,7 @@ from nem.frontends.onnx.graph import (
 )
 from nem.frontends.onnx.op_types import BOOL_OPS, unsupported_op_type
 
-SHAPE_OPERANDS = {("Expand", 1), ("Reshape", 1), ("Tile", 1)}
+SHAPE_OPERANDS = {("Expand", 1), ("Reshape", 1), ("Tile", 1), ("TopK", 1)}
 """(op type, input index) of integer operands that only say the output's
 shape: with the output's shape known, their values are not needed."""
 
@@ -65,6 +65,8 @@ INTEGER_DATA_OPS = BOOL_OPS | frozenset(
         "Sum",
         "Cast",
         "Gather",
+        "GatherElements",
+        "TopK",
         "Reshape",
         "Flatten",
         "Squeeze",

@@ -203,3 +203,114 @@ def cumsum(imp: Importer, node: Node) -> None:
         pass_output=True,
     )
     imp.define(node.outputs[0], value)
+
+
+def topk(imp: Importer, node: Node) -> None:
+    """`TopK`: the k largest (`largest=0`: smallest) elements along `axis`
+    and their positions, sorted, ties to the lower position as ONNX says.
+
+    Two steps of `linalg.generic` on the runtime's own comparisons, no sort:
+    each element's rank along the axis (how many elements come before it:
+    greater (smallest: less), or equal at a lower position; a NaN is greater
+    than every number, as onnxruntime orders it),
+    a reduction over a second position j; then output position p takes the
+    element whose rank is p (a `select`, exact: no arithmetic on the value).
+    k is a constant, or a graph input read only for its value when the
+    model declares the output's shape (D-COMPILE-TOPK)."""
+    x = imp.tensor(node.input(0))
+    axis = imp.axis(int(node.attrs.get("axis", -1)), x.rank)
+    k = _topk_k(imp, node, axis, x.shape[axis])
+    largest = bool(int(node.attrs.get("largest", 1)))
+    rank, n = x.rank, x.shape[axis]
+    elem = x.elem
+    i32 = ir.IntegerType.get_signless(32)
+    v = imp.logical(x)
+    iota = imp.weight(np.arange(n, dtype=np.int32), f"{node.name}_positions")
+    d = [ir.AffineDimExpr.get(a) for a in range(rank + 1)]
+    j = d[rank]
+
+    def at(exprs: list[ir.AffineExpr]) -> ir.AffineMap:
+        return ir.AffineMap.get(rank + 1, 0, exprs)
+
+    def before(a: ir.Value, b: ir.Value, ka: ir.Value, kb: ir.Value) -> ir.Value:
+        """Whether element a (at position ka) comes before b (at kb)."""
+        if isinstance(elem, ir.FloatType):
+            nan_a = arith.cmpf(arith.CmpFPredicate.UNO, a, a)
+            nan_b = arith.cmpf(arith.CmpFPredicate.UNO, b, b)
+            wins = arith.cmpf(arith.CmpFPredicate.OGT if largest else arith.CmpFPredicate.OLT, a, b)
+            ties = arith.ori(arith.cmpf(arith.CmpFPredicate.OEQ, a, b), arith.andi(nan_a, nan_b))
+            first, second = (nan_a, nan_b) if largest else (nan_b, nan_a)
+            wins = arith.ori(wins, arith.andi(first, arith.xori(second, _true())))
+        else:
+            wins = arith.cmpi(arith.CmpIPredicate.sgt if largest else arith.CmpIPredicate.slt, a, b)
+            ties = arith.cmpi(arith.CmpIPredicate.eq, a, b)
+        lower = arith.cmpi(arith.CmpIPredicate.slt, ka, kb)
+        return arith.ori(wins, arith.andi(ties, lower))
+
+    def count(xi: ir.Value, xj: ir.Value, ki: ir.Value, kj: ir.Value, acc: ir.Value) -> ir.Value:
+        one, zero = emit.scalar(i32, 1), emit.scalar(i32, 0)
+        return arith.addi(acc, arith.select(before(xj, xi, kj, ki), one, zero))
+
+    order = emit.generic(
+        [
+            (v, at(d[:rank])),
+            (v, at([j if a == axis else d[a] for a in range(rank)])),
+            (iota.value, at([d[axis]])),
+            (iota.value, at([j])),
+        ],
+        emit.fill(x.shape, i32, 0),
+        at(d[:rank]),
+        [emit.PARALLEL] * rank + [emit.REDUCTION],
+        count,
+        pass_output=True,
+    )
+    out = [k if a == axis else s for a, s in enumerate(x.shape)]
+    picks = imp.weight(np.arange(k, dtype=np.int32), f"{node.name}_ranks")
+    # loop dims: the output's, then j over the input's axis
+    along_i = at([j if a == axis else d[a] for a in range(rank)])
+    reads = [(order, along_i), (picks.value, at([d[axis]]))]
+
+    def choose(source: ir.Value, src_map: ir.AffineMap, out_elem: ir.Type) -> ir.Value:
+        """Output position p along the axis: the `source` element whose rank is p."""
+
+        def body(r: ir.Value, p: ir.Value, s: ir.Value, acc: ir.Value) -> ir.Value:
+            return arith.select(arith.cmpi(arith.CmpIPredicate.eq, r, p), s, acc)
+
+        return emit.generic(
+            [*reads, (source, src_map)],
+            emit.fill(out, out_elem, 0),
+            at(d[:rank]),
+            [emit.PARALLEL] * rank + [emit.REDUCTION],
+            body,
+            pass_output=True,
+        )
+
+    imp.define(node.outputs[0], choose(v, along_i, elem))
+    if len(node.outputs) > 1 and node.outputs[1]:
+        imp.define(node.outputs[1], choose(iota.value, at([j]), i32))
+
+
+def _true() -> ir.Value:
+    return arith.constant(ir.IntegerType.get_signless(1), 1)
+
+
+def _topk_k(imp: Importer, node: Node, axis: int, n: int) -> int:
+    """TopK's k: its constant input, else the size along `axis` of the
+    values' shape as the model declares or ONNX infers it (the k input is then
+    not read, as a Reshape's shape input: D-COMPILE-TOPK)."""
+    c = imp.const(node.input(1))
+    ks = [int(v) for v in c.reshape(-1)] if c is not None else None
+    if ks is None:
+        shape = imp.static_shape(node.outputs[0])
+        if shape is None:
+            raise imp.error(
+                "not supported: TopK with a k computed at run time and no declared output "
+                "shape (the output's shape would depend on the data)",
+                fix="make k a constant (an initializer), or declare the output's shape",
+            )
+        ks = [shape[axis]]
+    if len(ks) != 1 or not 1 <= ks[0] <= n:
+        raise imp.error(
+            f"TopK's k must be one integer in 1..{n} (the size of axis {axis}), not {ks}"
+        )
+    return int(ks[0])

@@ -1,5 +1,5 @@
 """ONNX ops that move or repeat data: Unsqueeze, Squeeze, Tile, Expand,
-Gather with constant indices, Pad, DepthToSpace, SpaceToDepth, and the
+Gather, GatherElements, Pad, DepthToSpace, SpaceToDepth, and the
 compile-time ones (Shape, Size, ConstantOfShape, Cast of constants)
 (D-COMPILE-SHAPES).
 
@@ -12,7 +12,9 @@ Each is a view or a copy the lowering turns into transfers:
   to `[r0, n0, r1, n1, ...]`, then a reshape to `[r0 n0, r1 n1, ...]`);
 * `Gather` with constant indices is one strided `tensor.extract_slice`
   when the indices are an arithmetic progression (a view), else one slice
-  per index concatenated (copies);
+  per index concatenated (copies); with indices computed at run time, and
+  `GatherElements`, one data-dependent load per output element (an
+  escape-hatch kernel);
 * `DepthToSpace` and `SpaceToDepth` are their ONNX definitions: a reshape
   to six dimensions, one transposing copy, a reshape back;
 * `Pad`: `constant` mode is a `tensor.pad` (a fill and a copy; a zero
@@ -200,45 +202,85 @@ def gather(imp: Importer, node: Node) -> None:
 
 def _gather_at_run_time(imp: Importer, node: Node, axis: int) -> None:
     """Gather with indices computed at run time (an embedding's token ids):
-    one `linalg.generic` over the output whose body reads the index, counts
-    a negative one from the end and extracts that element of the data
-    (`tensor.extract`: a data-dependent load, an escape-hatch kernel).  The
-    other coordinates come from constant iota inputs rather than
-    `linalg.index`, which the runtime's kernel interpreter lacks."""
+    output coordinate `axis .. axis + rank(indices)` is the index's, the
+    others the data's (`_extract_by_index`)."""
+    data = imp.tensor(node.input(0))
+    idx = imp.tensor(node.input(1))
+    dims = data.shape
+    out = [*dims[:axis], *idx.shape, *dims[axis + 1 :]]
+    at_idx = list(range(axis, axis + idx.rank))
+    others = [d if d < axis else d - 1 + idx.rank for d in range(len(dims)) if d != axis]
+    imp.define(node.outputs[0], _extract_by_index(imp, node, axis, out, at_idx, others))
+
+
+def gather_elements(imp: Importer, node: Node) -> None:
+    """`GatherElements`: `out[i0, .., ik, ..] = data[i0, .., index[i0, .., ik, ..], ..]`
+    (the output has the indices' shape; `_extract_by_index`)."""
+    data = imp.tensor(node.input(0))
+    idx = imp.tensor(node.input(1))
+    axis = imp.axis(int(node.attrs.get("axis", 0)), data.rank)
+    if idx.rank != data.rank:
+        raise imp.error(f"GatherElements indices of rank {idx.rank} for data of rank {data.rank}")
+    const = imp.const(node.input(1))
+    if const is not None:
+        flat = const.reshape(-1)
+        if np.any((flat < -data.shape[axis]) | (flat >= data.shape[axis])):
+            raise imp.error(
+                f"GatherElements index out of range for axis {axis} of size {data.shape[axis]}"
+            )
+    rank = idx.rank
+    others = [d for d in range(rank) if d != axis]
+    imp.define(
+        node.outputs[0],
+        _extract_by_index(imp, node, axis, list(idx.shape), list(range(rank)), others),
+    )
+
+
+def _extract_by_index(
+    imp: Importer,
+    node: Node,
+    axis: int,
+    out: list[int],
+    at_idx: Sequence[int],
+    others: Sequence[int],
+) -> ir.Value:
+    """The `out`-shaped result of a gather along data axis `axis` whose
+    index (input 1) is read at output dimensions `at_idx` and whose other
+    data coordinates are output dimensions `others` (in data order): one
+    `linalg.generic` whose body reads the index, counts a negative one from
+    the end and extracts that element of the data (`tensor.extract`: a
+    data-dependent load, an escape-hatch kernel).  The other coordinates
+    come from constant iota inputs rather than `linalg.index`, which the
+    runtime's kernel interpreter lacks."""
     data = imp.tensor(node.input(0))
     idx = imp.tensor(node.input(1))
     if not isinstance(idx.elem, ir.IntegerType):
-        raise imp.error(f"Gather indices '{node.input(1)}' are not integers")
+        raise imp.error(f"{node.op_type} indices '{node.input(1)}' are not integers")
     dims = data.shape
-    out = [*dims[:axis], *idx.shape, *dims[axis + 1 :]]
     rank = len(out)
-    ir_idx = list(range(axis, axis + idx.rank))
     operands = [
-        (imp.logical(idx), ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) for d in ir_idx]))
+        (imp.logical(idx), ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) for d in at_idx]))
     ]
-    for d in range(len(dims)):
-        if d == axis:
-            continue
-        o = d if d < axis else d - 1 + idx.rank
+    kept = [d for d in range(len(dims)) if d != axis]
+    for d, o in zip(kept, others):
         iota = imp.weight(np.arange(dims[d], dtype=np.int32), f"{node.name}_iota{d}")
         operands.append((iota.value, ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(o)])))
     table = imp.logical(data)
     index = ir.IndexType.get()
 
-    def body(k: ir.Value, *others: ir.Value) -> ir.Value:
+    def body(k: ir.Value, *coords_in: ir.Value) -> ir.Value:
         i = arith.index_cast(index, k)
         n = arith.constant(index, dims[axis])
         i = arith.select(
             arith.cmpi(arith.CmpIPredicate.slt, i, arith.constant(index, 0)), arith.addi(i, n), i
         )
-        coords = [arith.index_cast(index, v) for v in others]
+        coords = [arith.index_cast(index, v) for v in coords_in]
         coords.insert(axis, i)
         return tensor.extract(table, coords)
 
-    value = emit.generic(
+    return emit.generic(
         operands, emit.empty(out, data.elem), emit.identity(rank), [emit.PARALLEL] * rank, body
     )
-    imp.define(node.outputs[0], value)
 
 
 def crop_negative_pads(

@@ -244,7 +244,11 @@ def match_window(
         return window_reach(e(s.out), s.stride, e(s.win), s.dilation)
 
     def ax(dims: Mapping[int, int], d: int | None) -> Axis:
-        return Axis(dims[d], e(d)) if d is not None else Axis(None, 1)
+        if d is None:
+            return Axis(None, 1)
+        if d not in dims:  # e.g. a sum over a loop only the input indexes (an Einsum's)
+            raise NotRaisable(f"loop d{d} indexes no dimension of an operand it must")
+        return Axis(dims[d], e(d))
 
     xn = Axis(n_dim[0], e(n_dim[1])) if n_dim else Axis(None, 1)
     if kind in POOLS:
