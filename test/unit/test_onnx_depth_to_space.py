@@ -60,6 +60,21 @@ def test_block_shuffles_match_onnxruntime(case):
     run_api(CASES[case]())
 
 
+@pytest.mark.parametrize("mode", ["CRD", "DCR"])
+def test_space_to_depth_modes_match_onnx_reference(mode):
+    """SpaceToDepth's `mode` (opset 26): CRD puts the block after the
+    channels. It was read as DCR (a silent miscompile onnx's node case
+    test_spacetodepth_crd_mode_example found, session 28); onnx's reference
+    evaluator is the oracle of the newest opset."""
+    from onnx.defs import get_schema
+    from onnx.reference import ReferenceEvaluator
+
+    opset = get_schema("SpaceToDepth").since_version
+    node = helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, mode=mode)
+    model = graph_model([node], (1, 3, 4, 6), opset=opset)
+    run_api(model, reference=lambda ins: dict(zip(["y"], ReferenceEvaluator(model).run(None, ins))))
+
+
 @pytest.mark.parametrize(
     ("op", "shape", "attrs", "why"),
     [

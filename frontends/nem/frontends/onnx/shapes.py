@@ -508,26 +508,34 @@ def depth_to_space(imp: Importer, node: Node) -> None:
     n, c, h, w = x.shape
     if c % (b * b):
         raise imp.error(f"DepthToSpace of {c} channels: not a multiple of blocksize² = {b * b}")
-    mode = node.attrs.get("mode", b"DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
-    if mode not in ("DCR", "CRD"):
-        raise imp.error(f"DepthToSpace mode {mode!r}: ONNX defines DCR and CRD")
     split, perm = (
         ([n, b, b, c // (b * b), h, w], [0, 3, 4, 1, 5, 2])
-        if mode == "DCR"
+        if _mode(imp, node) == "DCR"
         else ([n, c // (b * b), b, b, h, w], [0, 1, 4, 2, 5, 3])
     )
     _shuffle(imp, node, x, split, perm, [n, c // (b * b), h * b, w * b])
 
 
 def space_to_depth(imp: Importer, node: Node) -> None:
-    """ONNX's definition: [N, C, H, W] to [N, C b², H/b, W/b]."""
+    """ONNX's definition: [N, C, H, W] to [N, C b², H/b, W/b], the block
+    before the channels (DCR, the default) or after them (CRD, opset 26's
+    `mode`)."""
     x, b = _blocked(imp, node)
     n, c, h, w = x.shape
     if h % b or w % b:
         raise imp.error(f"SpaceToDepth of {h}x{w}: not a multiple of blocksize {b}")
     split = [n, c, h // b, b, w // b, b]
-    _shuffle(imp, node, x, split, [0, 3, 5, 1, 2, 4], [n, c * b * b, h // b, w // b])
+    perm = [0, 3, 5, 1, 2, 4] if _mode(imp, node) == "DCR" else [0, 1, 3, 5, 2, 4]
+    _shuffle(imp, node, x, split, perm, [n, c * b * b, h // b, w // b])
+
+
+def _mode(imp: Importer, node: Node) -> str:
+    """DepthToSpace's or SpaceToDepth's `mode`: DCR (the default) or CRD."""
+    mode = node.attrs.get("mode", b"DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ("DCR", "CRD"):
+        raise imp.error(f"{node.op_type} mode {mode!r}: ONNX defines DCR and CRD")
+    return mode
 
 
 def _blocked(imp: Importer, node: Node) -> tuple[TensorVal, int]:
