@@ -296,6 +296,27 @@ def test_gather_with_indices_at_run_time():
     check_model(m, inputs={"ids": np.array([[0, 5, -1], [2, -6, 3]], np.int64)})
 
 
+@pytest.mark.parametrize("elem", [TensorProto.FLOAT, TensorProto.FLOAT16])
+def test_layernorm_mean_and_inv_std_dev_outputs(elem):
+    """LayerNormalization's optional Mean and InvStdDev outputs (f32 for f16
+    data, the reduced dimensions kept with size 1; refused until session 28):
+    over the last two axes of an NCHW-shaped input."""
+    scale = numpy_helper.from_array(w(3, 5).astype(helper.tensor_dtype_to_np_dtype(elem)), "s")
+    node = helper.make_node("LayerNormalization", ["x", "s"], ["y", "m", "r"], axis=2, name="ln")
+    m = _typed_model(
+        [node],
+        {"x": (elem, [2, 4, 3, 5])},
+        {
+            "y": (elem, [2, 4, 3, 5]),
+            "m": (TensorProto.FLOAT, [2, 4, 1, 1]),
+            "r": (TensorProto.FLOAT, [2, 4, 1, 1]),
+        },
+        [scale],
+        opset=17,
+    )
+    check_model(m)
+
+
 def test_integer_arithmetic_and_casts():
     """int64 Add/Mul (i32 in the program), a Cast to float and back."""
     nodes = [

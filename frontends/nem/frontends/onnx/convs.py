@@ -39,7 +39,7 @@ from mlir.dialects import arith, linalg, tensor
 
 from nem.dialect.shape_rules import window_reach
 from nem.frontends.onnx import emit
-from nem.frontends.onnx.graph import Importer, Node, TensorVal
+from nem.frontends.onnx.graph import Attrs, Importer, Node, TensorVal
 from nem.frontends.onnx.ops import elementwise, ints, is_f16, x_dtype
 from nem.frontends.onnx.shapes import add_unit_dims, drop_unit_dims, pick, slice_of
 
@@ -304,13 +304,26 @@ def _folded_weights(
 
     bn_index = imp.bn_folds[node.index]
     proto = imp.graph.node[bn_index]
-    bn = Node(bn_index, proto, {a.name: helper.get_attribute_value(a) for a in proto.attribute})
+    bn = Node(
+        bn_index, proto, Attrs({a.name: helper.get_attribute_value(a) for a in proto.attribute})
+    )
     folded = _batchnorm_consts(imp, bn)
     assert folded is not None  # plan_batchnorm_folds: constant parameters, one output
     scale, shift = folded
     w = (w.astype(np.float64) * scale.reshape(-1, *[1] * (w.ndim - 1))).astype(w.dtype)
     b64 = bias.astype(np.float64) if bias is not None else 0.0
     return w, (b64 * scale + shift).astype(w.dtype)
+
+
+def _check_kernel_shape(imp: Importer, node: Node, w_shape: Sequence[int]) -> None:
+    """A Conv's or ConvTranspose's `kernel_shape`, if given, is the weights'
+    spatial shape (ONNX infers it from them)."""
+    kernel = list(w_shape[2:])
+    if ints(node, "kernel_shape", kernel) != kernel:
+        raise imp.error(
+            f"kernel_shape {ints(node, 'kernel_shape', [])} does not match the "
+            f"weights {list(w_shape)}"
+        )
 
 
 def _check_operands(
@@ -351,11 +364,7 @@ def conv(imp: Importer, node: Node) -> None:
     n, c, *sizes = x.shape
     f, cg, *kernel = w.shape
     _check_operands(imp, x, w, bias, group, cg * group, f)
-    if ints(node, "kernel_shape", kernel) != kernel:
-        raise imp.error(
-            f"kernel_shape {ints(node, 'kernel_shape', [])} does not match the "
-            f"weights {list(w.shape)}"
-        )
+    _check_kernel_shape(imp, node, w.shape)
     strides = ints(node, "strides", [1] * spatial)
     dil = ints(node, "dilations", [1] * spatial)
     pads = spatial_pads(imp, node, sizes, kernel, strides, dil)
@@ -427,6 +436,7 @@ def conv_transpose(imp: Importer, node: Node) -> None:
     n, c, *sizes = x.shape
     cw, fg, *kernel = w.shape
     _check_operands(imp, x, w, bias, group, cw, fg * group)
+    _check_kernel_shape(imp, node, w.shape)
     strides = ints(node, "strides", [1] * spatial)
     dil = ints(node, "dilations", [1] * spatial)
     out_pad = ints(node, "output_padding", [0] * spatial)

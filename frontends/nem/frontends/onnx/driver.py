@@ -13,6 +13,8 @@ raised at once (`OnnxImportErrors`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 from mlir import ir
@@ -23,6 +25,7 @@ from nem.frontends.onnx import emit
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError, OnnxImportErrors
 from nem.frontends.onnx.graph import (
     ELEM_TYPE_NAMES,
+    Attrs,
     ImportedModel,
     Importer,
     Node,
@@ -276,7 +279,47 @@ def _convert_node(imp: Importer, node: Node, poisoned: set[str]) -> OnnxImportEr
             conv(imp, node)
     except OnnxImportError as e:
         return e
+    unread = unread_attributes(node, imp.opset)
+    if unread:
+        name, value = unread[0]
+        return imp.error(
+            f"not supported: {proto.op_type} attribute '{name}' = {value!r}: the importer "
+            "does not implement it (D-COMPILE-ATTRS)",
+            fix=f"remove '{name}' or give it its default, if the model allows",
+        )
     return None
+
+
+IGNORED_ATTRIBUTES: dict[tuple[str, str], str] = {
+    ("BatchNormalization", "momentum"): "updates running statistics in training only",
+    ("Dropout", "seed"): "inference Dropout is the identity",
+    ("Cast", "round_mode"): "applies to float8 targets only, which are refused",
+    ("Cast", "saturate"): "applies to float8 targets only, which are refused",
+    ("TopK", "sorted"): "sorted=0 leaves the order open; the sorted order is one",
+    ("SequenceEmpty", "dtype"): "an empty sequence's element type is never read",
+}
+"""(op type, attribute) a converter need not read: why its value cannot
+change the result (D-COMPILE-ATTRS)."""
+
+
+def unread_attributes(node: Node, opset: int) -> list[tuple[str, Any]]:
+    """The attributes of `node` its converter did not read whose values are
+    not the schema's default (D-COMPILE-ATTRS), in the node's order."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+    except onnx.defs.SchemaError:
+        schema = None
+    out = []
+    for a in node.proto.attribute:
+        if a.name in node.attrs.read or (node.op_type, a.name) in IGNORED_ATTRIBUTES:
+            continue
+        value = helper.get_attribute_value(a)
+        declared = schema.attributes.get(a.name) if schema is not None else None
+        if declared is not None and declared.default_value.name:
+            if value == helper.get_attribute_value(declared.default_value):
+                continue
+        out.append((a.name, value))
+    return out
 
 
 def convert(imp: Importer) -> ImportedModel:
@@ -332,7 +375,7 @@ def convert(imp: Importer) -> ImportedModel:
                 node = Node(
                     pos,
                     proto,
-                    {a.name: helper.get_attribute_value(a) for a in proto.attribute},
+                    Attrs({a.name: helper.get_attribute_value(a) for a in proto.attribute}),
                     *imp.source(proto, pos),
                 )
                 imp.node = node

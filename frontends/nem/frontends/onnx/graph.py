@@ -33,7 +33,7 @@ model file, the node's index in the user's model, its name and op type
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import ItemsView, Iterator, Sequence, ValuesView
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,6 +222,42 @@ def _perm_inverse(perm: Sequence[int]) -> tuple[int, ...]:
     return tuple(inv)
 
 
+class Attrs(dict[str, Any]):
+    """A node's attributes, remembering which ones its converter looked at:
+    an attribute it never read, set to another value than its default, is
+    an error (`driver.unread_attributes`), not a silent miscompile
+    (D-COMPILE-ATTRS)."""
+
+    def __init__(self, values: dict[str, Any] | None = None) -> None:
+        super().__init__(values or {})
+        self.read: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return super().__contains__(key)
+
+    def __iter__(self) -> Iterator[str]:
+        self.read.update(self.keys())
+        return super().__iter__()
+
+    def items(self) -> ItemsView[str, Any]:  # type: ignore[override]
+        self.read.update(self.keys())
+        return super().items()
+
+    def values(self) -> ValuesView[Any]:  # type: ignore[override]
+        self.read.update(self.keys())
+        return super().values()
+
+
 @dataclass
 class Node:
     """A node being converted: its position `index` in the graph the
@@ -231,7 +267,7 @@ class Node:
 
     index: int
     proto: onnx.NodeProto
-    attrs: dict[str, Any] = field(default_factory=dict)
+    attrs: Attrs = field(default_factory=Attrs)
     source_index: int | None = None
     source_op_type: str | None = None
     """The op type of the user's node (a Conv the simplifier rebuilt, or a

@@ -12,7 +12,7 @@ compute f16 in f32 (D-COMPILE-F16).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import numpy as np
@@ -170,13 +170,15 @@ def lrn(imp: Importer, node: Node) -> None:
 def layernorm(imp: Importer, node: Node) -> None:
     x = imp.tensor(node.input(0))
     axis = imp.axis(int(node.attrs.get("axis", -1)), x.rank)
-    if len(node.outputs) > 1 and any(node.outputs[1:]):
-        raise imp.error("not supported: LayerNormalization Mean/InvStdDev outputs")
     extras = [imp.tensor(node.input(k)) if node.input(k) else None for k in (1, 2)]
-    y, perm = normalize(
+    y, perm, stats = normalize(
         imp, x, list(range(axis, x.rank)), float(node.attrs.get("epsilon", 1e-5)), *extras
     )
     imp.define(node.outputs[0], y, perm)
+    if any(node.outputs[1:]):  # Mean and InvStdDev, kept dimensions of size 1
+        for name, value in zip(node.outputs[1:], stats()):
+            if name:
+                imp.define(name, value.value, value.perm)
 
 
 def instance_norm(imp: Importer, node: Node) -> None:
@@ -196,7 +198,7 @@ def instance_norm(imp: Importer, node: Node) -> None:
             )
         else:
             extras.append(add_unit_dims(imp.tensor(node.input(k)), list(range(1, x.rank - 1))))
-    y, perm = normalize(
+    y, perm, _ = normalize(
         imp, x, list(range(2, x.rank)), float(node.attrs.get("epsilon", 1e-5)), *extras
     )
     imp.define(node.outputs[0], y, perm)
@@ -209,10 +211,13 @@ def normalize(
     eps: float,
     scale: TensorVal | None,
     bias: TensorVal | None,
-) -> tuple[ir.Value, tuple[int, ...]]:
+) -> tuple[ir.Value, tuple[int, ...], Callable[[], tuple[TensorVal, TensorVal]]]:
     """`(x - mean) / sqrt(var + eps) * scale + bias` with mean and variance
     over `axes` (f16 statistics in f32, D-COMPILE-F16): a row sum, a
-    variance sum and one normalizing body (module docstring)."""
+    variance sum and one normalizing body (module docstring).  The third
+    result builds, when called, the mean and `1 / sqrt(var + eps)` (f32 for
+    f16 data) with the reduced dimensions of size 1: LayerNormalization's
+    optional outputs."""
     phys = [x.perm.index(a) for a in axes]
     count = float(np.prod([x.shape[a] for a in axes]))
     f32 = ir.F32Type.get()
@@ -301,4 +306,14 @@ def normalize(
             r = arith.addf(r, up(rest[k]))
         return arith.truncf(x.elem, r) if half else r
 
-    return elementwise(imp, ops, body, elem=x.elem)
+    def stats() -> tuple[TensorVal, TensorVal]:
+        def inv_std(vs: ir.Value) -> ir.Value:
+            c = partial(emit.fconst, acc_t)
+            return arith.divf(c(1.0), math.sqrt(arith.addf(arith.mulf(vs, c(1.0 / count)), c(eps))))
+
+        mean = elementwise(imp, [sum_v, first], mean_of, elem=acc_t)
+        inv = elementwise(imp, [var], inv_std, elem=acc_t)
+        return TensorVal(mean[0], kept, mean[1]), TensorVal(inv[0], kept, inv[1])
+
+    y, perm = elementwise(imp, ops, body, elem=x.elem)
+    return y, perm, stats
