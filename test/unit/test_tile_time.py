@@ -449,3 +449,28 @@ def test_an_expand_conv_splits_its_output_channels_one_tile_per_engine(monkeypat
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < 0.8 * timed_cycles(old.nem)
+
+
+def test_a_max_pool_keeps_its_row_split(monkeypatch):
+    """Inception v1's pool-branch max pools (n20: 3x3, stride 1, pad 1 on
+    192 x 27 x 27): a pooling reads no weights, so a split along output
+    channels saves no bytes, and its parts of one tile each (strided channel
+    slices, no tile loop) were slower than the row split's tile loops
+    (19,612 against 14,439 timed cycles when written).  A pooling keeps the
+    split its byte spans allow (D-COMPILE-ENGINES, session 28)."""
+    from compile_runs import graph_model, timed_cycles
+    from onnx import helper
+
+    from nem.compile import compile_onnx, engines
+
+    pool = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1] * 4)
+    model = graph_model([pool], [1, 192, 27, 27])
+    new = compile_onnx(model, device="npm_pro_x1")
+    chosen = engines.choose_split
+
+    def by_spans(band, n, preloaded, ready, fits=None):
+        return chosen(band, n, preloaded, ready)  # no budget: the spans decide
+
+    monkeypatch.setattr(engines, "choose_split", by_spans)
+    spans = compile_onnx(model, device="npm_pro_x1")
+    assert timed_cycles(new.nem) <= timed_cycles(spans.nem)

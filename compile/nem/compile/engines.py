@@ -22,8 +22,10 @@ whether two parts' writes conflict is decided on byte spans, D-HAZ-ACCESS):
   the output are ordered one after the other: N times the written span, read
   and written;
 * unless their written elements are disjoint (D-HAZ-ELEMENTS: an output
-  channel split of an NHWC output), the nest is a contraction and, on the
-  transform route, a part fits L1 as one tile: each part is then one tile,
+  channel split of an NHWC output), the nest is a contraction reading
+  weights the split loop indexes (a convolution's, a matmul's; not a
+  pooling's input) and, on the transform route, a part fits L1 as one
+  tile: each part is then one tile,
   so no loop of a part is ordered against another's (D-NEM-JAM-ENGINES
   orders loops by byte hulls), and the parts run at the same time
   (`Split.whole`; `transform` takes it where the split the spans allow
@@ -42,7 +44,15 @@ from math import prod
 from mlir import ir
 from mlir.dialects import affine, arith, memref
 
-from nem.compile.nest_ir import Band, access_box, const_bound, owner_op, replace_in
+from nem.compile.nest_ir import (
+    Access,
+    Band,
+    access_box,
+    batch_loops,
+    const_bound,
+    owner_op,
+    replace_in,
+)
 
 MIN_GAIN = 0.8
 """Split only when the estimated time is below this fraction of the unsplit one."""
@@ -137,8 +147,6 @@ def _apart(
     """Whether two parts (their induction variables' `ranges`) write
     disjoint elements: every written box lies apart from the other part's
     in some dimension (the hazard model's element sets, D-HAZ-ELEMENTS)."""
-    from nem.compile.nest_ir import access_box
-
     return all(
         any(h1 < l2 or h2 < l1 for (l1, h1), (l2, h2) in zip(b1, b2))
         for acc in band.accesses
@@ -153,18 +161,35 @@ def part_sizes(band: Band, loop: int, chunk: int) -> list[int]:
     return [chunk if k == loop else e for k, e in enumerate(band.extents)]
 
 
-def _contraction(band: Band) -> bool:
-    """Whether a loop of `band` indexes no written element (a convolution,
-    a matmul, a pooling: weights a split along the other loops loads whole
-    in every part; an elementwise nest keeps the split its spans allow), and
-    it has no batch loop (tiled by 1, never one tile)."""
-    from nem.compile.nest_ir import batch_loops
-
+def _contraction(band: Band, full: dict[ir.Value, tuple[int, int]], iv: ir.Value) -> bool:
+    """Whether `band` (its induction variables' `full` ranges) is a
+    contraction with weights along `iv`: a loop indexes no written element
+    (a convolution, a matmul), it has no batch loop (tiled by 1, never one
+    tile), and an operand it reads depends on `iv` but not on some other
+    loop indexing the output (a convolution's weights along its output
+    channels: a split along rows loads them whole in every part, a split
+    along `iv` a part each).  A pooling reads only its input, which a split
+    along rows cuts as well as one along channels: it keeps the split its
+    spans allow (session 28: Inception v1's 3x3 max pools split along
+    channels as one tile each made the model slower)."""
     if any(band.extents[i] > 1 for i in batch_loops(band)):
         return False
-    written = {v for a in band.accesses if a.write for v in a.indices}
     ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
-    return not all(v in written for v in [*ivs, *band.inner])
+    written = {v for a in band.accesses if a.write for v in a.indices}
+    if all(v in written for v in [*ivs, *band.inner]):
+        return False  # no reduction loop: an elementwise nest
+    out = {a.memref for a in band.accesses if a.write}
+    rows = [v for v in ivs if v in written and v != iv and full[v][0] < full[v][1]]
+
+    def uses(a: Access, v: ir.Value) -> bool:
+        lo = full[v][0]
+        return access_box(a, {**full, v: (lo, lo)}) != access_box(a, full)
+
+    return any(
+        uses(a, iv) and not all(uses(a, r) for r in rows)
+        for a in band.accesses
+        if not a.write and a.memref not in out
+    )
 
 
 def _sum_target(band: Band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | None:
@@ -232,7 +257,7 @@ def choose_split(
         one_tile = (
             overlap
             and fits is not None
-            and _contraction(band)
+            and _contraction(band, full, iv)
             and _apart(band, {**full, iv: (lo, lo + chunk - 1)}, second_ranges)
             and fits(part_sizes(band, d, chunk))
         )

@@ -187,8 +187,10 @@ def _plan_ops(
         if split is not None and split.whole:
             sizes = part_sizes(band, split.loop, split.chunk)
             # parts of one tile each only where the split the byte spans
-            # allow leaves its parts one tile too (it loses no tile loop's
-            # two tiles in flight) and `tile_time` estimates it slower
+            # allow is no reduction split with partial sums (those stand,
+            # D-COMPILE-TRANSFORM-PARTIALS, session 28), leaves its
+            # parts one tile too (it loses no tile loop's two tiles in
+            # flight) and `tile_time` estimates it slower
             other, other_ready = choose_split(band, n, preloaded, before)
             other_parts = _parts(band, other)
             other_sizes = tiling.band_sizes(band, options, budget, other_parts, dmas)
@@ -196,6 +198,7 @@ def _plan_ops(
             theirs = tile_cost.part_cycles(band, other_sizes, other_parts, dmas)
             if (
                 other is None
+                or other.partials is not None
                 or any(
                     s < x for s, x in zip(other_sizes, part_sizes(band, other.loop, other.chunk))
                 )
