@@ -9,6 +9,8 @@ outputs bit-identical under random schedules)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -410,3 +412,65 @@ def test_a_small_conv_keeps_one_tile_per_part_bit_identical_and_faster(monkeypat
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < 0.95 * timed_cycles(old.nem)
+
+
+def test_an_expand_conv_splits_its_output_channels_one_tile_per_engine(monkeypatch):
+    """SqueezeNet's fire6/fire7 expand3x3 (n37, n44): a 3x3 conv 48 -> 192 at
+    13x13 whose weights (331,776 bytes) dwarf its input.  Split along output
+    rows, every engine loaded the whole weights (4x the bytes) and ran its
+    4 rows as one tile.  Split along output channels, the parts' writes
+    interleave in bytes but not in elements (D-HAZ-ELEMENTS): each part one
+    tile, a quarter of the weights, the parts at the same time
+    (D-COMPILE-ENGINES, session 27; the row split is what the byte spans
+    alone allow, e29eb370's rule).  Same output bits as the row split (each
+    output sums the same products in the same order), race-free,
+    `nem-verify` clean, fewer timed cycles (9,268 -> 6,556 when written)."""
+    from compile_runs import conv3x3_model, only_output, timed_cycles
+
+    from nem.compile import compile_onnx, engines
+
+    model = conv3x3_model(13, 48, 192)
+    new = compile_onnx(model, device="npm_pro_x1")
+    chosen = engines.choose_split
+
+    def by_spans(band, n, preloaded, ready, fits=None):
+        return chosen(band, n, preloaded, ready)  # no budget: the spans decide (e29eb370)
+
+    monkeypatch.setattr(engines, "choose_split", by_spans)
+    old = compile_onnx(model, device="npm_pro_x1")
+
+    def weight_elements(nem: str) -> int:
+        shapes = re.findall(r"src=region\(w\w*, [^)]*\) elem=f32, shape=\[([\d, ]+)\]", nem)
+        return sum(int(np.prod([int(x) for x in s.split(",")])) for s in shapes)
+
+    assert weight_elements(new.nem) == 3 * 3 * 48 * 192  # each weight loaded once
+    assert weight_elements(old.nem) == 4 * 3 * 3 * 48 * 192
+    assert np.array_equal(
+        only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
+    )
+    assert timed_cycles(new.nem) < 0.8 * timed_cycles(old.nem)
+
+
+def test_a_max_pool_keeps_its_row_split(monkeypatch):
+    """Inception v1's pool-branch max pools (n20: 3x3, stride 1, pad 1 on
+    192 x 27 x 27): a pooling reads no weights, so a split along output
+    channels saves no bytes, and its parts of one tile each (strided channel
+    slices, no tile loop) were slower than the row split's tile loops
+    (19,612 against 14,439 timed cycles when written).  A pooling keeps the
+    split its byte spans allow (D-COMPILE-ENGINES, session 28)."""
+    from compile_runs import graph_model, timed_cycles
+    from onnx import helper
+
+    from nem.compile import compile_onnx, engines
+
+    pool = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1] * 4)
+    model = graph_model([pool], [1, 192, 27, 27])
+    new = compile_onnx(model, device="npm_pro_x1")
+    chosen = engines.choose_split
+
+    def by_spans(band, n, preloaded, ready, fits=None):
+        return chosen(band, n, preloaded, ready)  # no budget: the spans decide
+
+    monkeypatch.setattr(engines, "choose_split", by_spans)
+    spans = compile_onnx(model, device="npm_pro_x1")
+    assert timed_cycles(new.nem) <= timed_cycles(spans.nem)

@@ -20,7 +20,16 @@ whether two parts' writes conflict is decided on byte spans, D-HAZ-ACCESS):
 * when the written spans of neighbouring parts overlap (a reduction loop, or
   a column split of a row-major output), the parts' read-modify-writes of
   the output are ordered one after the other: N times the written span, read
-  and written.
+  and written;
+* unless their written elements are disjoint (D-HAZ-ELEMENTS: an output
+  channel split of an NHWC output), the nest is a contraction reading
+  weights the split loop indexes (a convolution's, a matmul's; not a
+  pooling's input) and, on the transform route, a part fits L1 as one
+  tile: each part is then one tile,
+  so no loop of a part is ordered against another's (D-NEM-JAM-ENGINES
+  orders loops by byte hulls), and the parts run at the same time
+  (`Split.whole`; `transform` takes it where the split the spans allow
+  leaves its parts one tile too and `tile_time` estimates it slower).
 
 A loop is split only when that estimate beats the unsplit nest by
 `MIN_GAIN`; otherwise the nest stays whole, on the next engine round-robin.
@@ -28,14 +37,22 @@ A loop is split only when that estimate beats the unsplit nest by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
 
 from mlir import ir
 from mlir.dialects import affine, arith, memref
 
-from nem.compile.nest_ir import Band, access_box, const_bound, owner_op, replace_in
+from nem.compile.nest_ir import (
+    Access,
+    Band,
+    access_box,
+    batch_loops,
+    const_bound,
+    owner_op,
+    replace_in,
+)
 
 MIN_GAIN = 0.8
 """Split only when the estimated time is below this fraction of the unsplit one."""
@@ -54,6 +71,12 @@ class Split:
     then accumulate into zeroed partial buffers of their own, added into C
     by one elementwise nest after the parts, instead of read-modify-writing C
     one after the other."""
+    whole: bool = False
+    """The parts write disjoint elements whose byte spans interleave (an
+    output-channel split of a row-major output): each part is then one tile
+    (no tile loop), so that the parts run at the same time; a loop's
+    iterations would be ordered against the other parts' by their byte hulls
+    (D-NEM-JAM-ENGINES), which interleave."""
 
 
 def _strides(t: ir.MemRefType) -> tuple[list[int], int] | None:
@@ -118,6 +141,57 @@ def _finish(
     return max(max(pre), ready + max(late)) + serial_writes * write
 
 
+def _apart(
+    band: Band, first: dict[ir.Value, tuple[int, int]], second: dict[ir.Value, tuple[int, int]]
+) -> bool:
+    """Whether two parts (their induction variables' `ranges`) write
+    disjoint elements: every written box lies apart from the other part's
+    in some dimension (the hazard model's element sets, D-HAZ-ELEMENTS)."""
+    return all(
+        any(h1 < l2 or h2 < l1 for (l1, h1), (l2, h2) in zip(b1, b2))
+        for acc in band.accesses
+        if acc.write
+        for b1, b2 in [(access_box(acc, first), access_box(acc, second))]
+    )
+
+
+def part_sizes(band: Band, loop: int, chunk: int) -> list[int]:
+    """The tile sizes that make a part of `chunk` iterations of `loop` one
+    tile."""
+    return [chunk if k == loop else e for k, e in enumerate(band.extents)]
+
+
+def _contraction(band: Band, full: dict[ir.Value, tuple[int, int]], iv: ir.Value) -> bool:
+    """Whether `band` (its induction variables' `full` ranges) is a
+    contraction with weights along `iv`: a loop indexes no written element
+    (a convolution, a matmul), it has no batch loop (tiled by 1, never one
+    tile), and an operand it reads depends on `iv` but not on some other
+    loop indexing the output (a convolution's weights along its output
+    channels: a split along rows loads them whole in every part, a split
+    along `iv` a part each).  A pooling reads only its input, which a split
+    along rows cuts as well as one along channels: it keeps the split its
+    spans allow (session 28: Inception v1's 3x3 max pools split along
+    channels as one tile each made the model slower)."""
+    if any(band.extents[i] > 1 for i in batch_loops(band)):
+        return False
+    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
+    written = {v for a in band.accesses if a.write for v in a.indices}
+    if all(v in written for v in [*ivs, *band.inner]):
+        return False  # no reduction loop: an elementwise nest
+    out = {a.memref for a in band.accesses if a.write}
+    rows = [v for v in ivs if v in written and v != iv and full[v][0] < full[v][1]]
+
+    def uses(a: Access, v: ir.Value) -> bool:
+        lo = full[v][0]
+        return access_box(a, {**full, v: (lo, lo)}) != access_box(a, full)
+
+    return any(
+        uses(a, iv) and not all(uses(a, r) for r in rows)
+        for a in band.accesses
+        if not a.write and a.memref not in out
+    )
+
+
 def _sum_target(band: Band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | None:
     """C when the nest's one store is `C[i] = C[i] + x` (float) with the same
     indices as its one load of C, and a part (`ranges`) covers all of C."""
@@ -144,10 +218,17 @@ def _sum_target(band: Band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value
 
 
 def choose_split(
-    band: Band, engines: int, preloaded: set[ir.Value], ready: int
+    band: Band,
+    engines: int,
+    preloaded: set[ir.Value],
+    ready: int,
+    fits: Callable[[list[int]], bool] | None = None,
 ) -> tuple[Split | None, int]:
     """The band loop to split the nest along over `engines` parts (None: keep
-    it whole), and the estimated time the nest is done."""
+    it whole), and the estimated time the nest is done.  With `fits` (whether
+    one tile of these sizes fits L1), parts of a contraction whose written
+    elements are disjoint though their byte spans interleave are not ordered
+    one after the other when a part fits as one tile (`Split.whole`)."""
     ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
     lows = [_lower(loop) for loop in band.loops]
     full = {v: (lo, lo + e - 1) for v, lo, e in zip(ivs, lows, band.extents)}
@@ -164,15 +245,23 @@ def choose_split(
         chunk = -(-ext // parts)
         parts = -(-ext // chunk)
         one = {**full, iv: (lo, lo + chunk - 1)}
-        two = {**full, iv: (lo + chunk, min(lo + 2 * chunk, lo + ext) - 1)}
-        first, second = _spans(band, one), _spans(band, two)
-        if first is None or second is None or _narrow_partials(band, one, two):
+        second_ranges = {**full, iv: (lo + chunk, min(lo + 2 * chunk, lo + ext) - 1)}
+        first, second = _spans(band, one), _spans(band, second_ranges)
+        if first is None or second is None or _narrow_partials(band, one, second_ranges):
             continue
         overlap = any(
             w1 and (a1 < b2 and a2 < b1)
             for m, (a1, b1, _, w1, _) in first.items()
             for a2, b2, _, _, _ in [second[m]]
         )
+        one_tile = (
+            overlap
+            and fits is not None
+            and _contraction(band, full, iv)
+            and _apart(band, {**full, iv: (lo, lo + chunk - 1)}, second_ranges)
+            and fits(part_sizes(band, d, chunk))
+        )
+        overlap = overlap and not one_tile
         target = _sum_target(band, {**full, iv: (lo, lo + chunk - 1)}) if overlap else None
         # a part's own write, then (partials) the sum nest reading them all
         # at once and writing C, or (overlap) each part's read-modify-write
@@ -181,7 +270,7 @@ def choose_split(
         if estimate - ready < MIN_GAIN * (unsplit - ready) and (
             best is None or estimate < best.estimate
         ):
-            best = Split(d, parts, chunk, estimate, unsplit, target)
+            best = Split(d, parts, chunk, estimate, unsplit, target, one_tile)
     return best, best.estimate if best else unsplit
 
 

@@ -288,6 +288,22 @@ def search(
     return [int(x) for x in pick]
 
 
+def part_cycles(
+    band: Band, sizes: Sequence[int], parts: dict[int, list[int]] | None, dmas: int
+) -> int | None:
+    """`tile_time`'s estimate of the longest engine part (`parts`: loop ->
+    the parts' extents; None: the nest whole) tiled by `sizes` (None: no
+    estimate, a band it does not model)."""
+    model = _Model(band)
+    if not model.linear_at(list(sizes)) or not model.linear_at(band.extents):
+        return None
+    lengths = [(parts or {}).get(i, [e]) for i, e in enumerate(band.extents)]
+    L = np.array([max(x) for x in lengths], dtype=np.int64)
+    rows = np.minimum(np.array([list(sizes)], dtype=np.int64), L[None, :])
+    est = model.cycles(rows, L, set(model.reductions()), dmas)
+    return None if est is None else int(est[0])
+
+
 def _split_loop_cut(
     S: np.ndarray, H: np.ndarray, lengths: list[list[int]], parts: dict[int, list[int]]
 ) -> np.ndarray:

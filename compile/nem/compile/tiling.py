@@ -79,6 +79,12 @@ def footprint(band: Band, sizes: Sequence[int]) -> tuple[int, int]:
     return total, sum(nbytes(m) for m in written)
 
 
+def fits(band: Band, sizes: Sequence[int], budget: int) -> bool:
+    """Whether one tile step of `sizes` keeps within `budget` bytes of L1."""
+    total, out = footprint(band, sizes)
+    return total + out <= budget
+
+
 def choose_tile_sizes(band: Band, budget: int) -> list[int]:
     """Halve the outermost tile dimension larger than 1 until `footprint +
     output <= budget`: tiles of whole inner rows first, so that DMAs stay
@@ -88,8 +94,7 @@ def choose_tile_sizes(band: Band, budget: int) -> list[int]:
     units = batch_loops(band)
     sizes = [1 if i in units else e for i, e in enumerate(band.extents)]
     while True:
-        total, out = footprint(band, sizes)
-        if total + out <= budget or max(sizes) <= 1:
+        if fits(band, sizes, budget) or max(sizes) <= 1:
             return sizes
         k = next(i for i, s in enumerate(sizes) if s > 1)
         sizes[k] = -(-sizes[k] // 2)

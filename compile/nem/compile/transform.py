@@ -68,6 +68,7 @@ from nem.compile.target import FAST_SPACE
 from nem.frontends.upstream_dialects.upstream_ops import GENERALIZED_KNOWN
 
 if TYPE_CHECKING:
+    from nem.compile.engines import Split
     from nem.compile.nest_ir import Band
     from nem.compile.options import CompileOptions
     from nem.dialect.device_model import Device
@@ -133,8 +134,8 @@ def _plan_ops(
     plans when the preloaded arguments are the same too (each plan depends
     on its op, the ops before it through the turn and `ready`, and those
     arguments only)."""
-    from nem.compile import nest_ir, tiling
-    from nem.compile.engines import choose_split, preloaded_memrefs
+    from nem.compile import nest_ir, tile_cost, tiling
+    from nem.compile.engines import choose_split, part_sizes, preloaded_memrefs
 
     # the whole module: the function may read its globals (constant weights)
     copy = ir.Module.parse(str(fn.parent), fn.context)
@@ -177,17 +178,37 @@ def _plan_ops(
             return None
         given = list(forced[key]) if key in forced else None  # --tune's (D-COMPILE-TUNE)
         pin = ir.IntegerAttr(op.attributes[PIN]).value if PIN in op.attributes else None
-        split, ready = choose_split(band, engines if pin is None else 1, preloaded, ready)
-        parts = (
-            None
-            if split is None
-            else {
-                split.loop: sorted(
-                    {split.chunk, band.extents[split.loop] - (split.parts - 1) * split.chunk}
-                )
-            }
+        # tuned sizes (`given`) tile every part: no part of one tile
+        n, before = engines if pin is None else 1, ready
+        split, ready = choose_split(
+            band, n, preloaded, ready, None if given else lambda s: tiling.fits(band, s, budget)
         )
-        sizes = given or tiling.band_sizes(band, options, budget, parts, dmas)
+        parts = _parts(band, split)
+        if split is not None and split.whole:
+            sizes = part_sizes(band, split.loop, split.chunk)
+            # parts of one tile each only where the split the byte spans
+            # allow is no reduction split with partial sums (those stand,
+            # D-COMPILE-TRANSFORM-PARTIALS, session 28), leaves its
+            # parts one tile too (it loses no tile loop's two tiles in
+            # flight) and `tile_time` estimates it slower
+            other, other_ready = choose_split(band, n, preloaded, before)
+            other_parts = _parts(band, other)
+            other_sizes = tiling.band_sizes(band, options, budget, other_parts, dmas)
+            mine = tile_cost.part_cycles(band, sizes, parts, dmas)
+            theirs = tile_cost.part_cycles(band, other_sizes, other_parts, dmas)
+            if (
+                other is None
+                or other.partials is not None
+                or any(
+                    s < x for s, x in zip(other_sizes, part_sizes(band, other.loop, other.chunk))
+                )
+                or mine is None
+                or theirs is None
+                or mine >= theirs
+            ):
+                split, ready, parts, sizes = other, other_ready, other_parts, other_sizes
+        else:
+            sizes = given or tiling.band_sizes(band, options, budget, parts, dmas)
 
         def resize(
             b: int,
@@ -231,6 +252,14 @@ def _plan_ops(
             out.append(plan_of(op, key))
         after.append((turn, ready))
     return Planned(out, after, unwritten)
+
+
+def _parts(band: Band, split: Split | None) -> dict[int, list[int]] | None:
+    """Loop -> the extents of the parts `split` cuts it into (None: none)."""
+    if split is None:
+        return None
+    last = band.extents[split.loop] - (split.parts - 1) * split.chunk
+    return {split.loop: sorted({split.chunk, last})}
 
 
 def op_keys(ops: list[ir.Operation]) -> list[str]:
