@@ -148,10 +148,7 @@ def choose_split(
 ) -> tuple[Split | None, int]:
     """The band loop to split the nest along over `engines` parts (None: keep
     it whole), and the estimated time the nest is done."""
-    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
-    lows = [_lower(loop) for loop in band.loops]
-    full = {v: (lo, lo + e - 1) for v, lo, e in zip(ivs, lows, band.extents)}
-    full.update({v: (0, e - 1) for v, e in band.inner.items()})
+    ivs, lows, full = _ranges(band)
     whole = _spans(band, full)
     if whole is None:
         return None, ready
@@ -183,6 +180,34 @@ def choose_split(
         ):
             best = Split(d, parts, chunk, estimate, unsplit, target)
     return best, best.estimate if best else unsplit
+
+
+def _ranges(
+    band: Band,
+) -> tuple[list[ir.Value], list[int], dict[ir.Value, tuple[int, int]]]:
+    """The band loops' induction variables, their lower bounds, and every
+    induction variable's whole range (the inner loops' too)."""
+    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
+    lows = [_lower(loop) for loop in band.loops]
+    full = {v: (lo, lo + e - 1) for v, lo, e in zip(ivs, lows, band.extents)}
+    full.update({v: (0, e - 1) for v, e in band.inner.items()})
+    return ivs, lows, full
+
+
+def narrow_sums(band: Band) -> frozenset[int]:
+    """The band loops along which two neighbouring iterations (every other
+    induction variable at its first value) write the same element of a
+    float memref narrower than f32 (`_narrow_partials`): the reduction loops
+    of an f16 or bf16 sum.  Neither the engine split (`choose_split`) nor
+    the tile stage (`l1_plan.refuse_narrow_cut`, D-COMPILE-TILES) may cut
+    one: each piece's sum would be rounded to f16 and the roundings added."""
+    ivs, lows, full = _ranges(band)
+    first = {v: (a, a) for v, (a, _) in full.items()}
+    return frozenset(
+        d
+        for d, (iv, lo, ext) in enumerate(zip(ivs, lows, band.extents))
+        if ext > 1 and _narrow_partials(band, first, {**first, iv: (lo + 1, lo + 1)})
+    )
 
 
 def _narrow_partials(
