@@ -108,6 +108,27 @@ def test_tile_sizes_leaving_an_f16_sum_whole_compile(route):
     assert _matches_onnxruntime(matmul_along_k(), route=route, tile_sizes=(1, 1, 64)) <= 1.0
 
 
+@pytest.mark.parametrize("route", ["affine", "transform"])
+def test_tile_sizes_cutting_an_f16_max_compile(route):
+    """A max is exact in f16, cut or not: GlobalMaxPool's window loops may
+    be tiled (graph fuzz seed 2802's m2 with `--tile-sizes 2,2,2,2`)."""
+    node = helper.make_node("GlobalMaxPool", ["x"], ["y"])
+    g = helper.make_graph(
+        [node],
+        "max",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 3, 5, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 3, 1, 1])],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 10
+    inputs = {"x": np.random.default_rng(0).standard_normal((1, 3, 5, 5)).astype(np.float16)}
+    result = compile_onnx(model, device="npm_pro_x1", route=route, tile_sizes=(1, 2, 2, 2))
+    it, _ = run_compiled(result, model, "npm_pro_x1", inputs=inputs)
+    (name, out_shape, dtype) = result.interface.outputs[0]
+    got = it.read_tensor(name, out_shape, dtype)
+    np.testing.assert_array_equal(got, onnxruntime_run(model, inputs)["y"])
+
+
 def test_an_f32_sum_is_still_cut():
     """f32 partial sums differ from the whole sum by f32 ulps (D-COMPILE-TOL)."""
     model = matmul_along_k()

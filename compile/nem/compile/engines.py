@@ -35,6 +35,7 @@ from math import prod
 from mlir import ir
 from mlir.dialects import affine, arith, memref
 
+from nem.compile.flops import SELECTING
 from nem.compile.nest_ir import Band, access_box, const_bound, owner_op, replace_in
 
 MIN_GAIN = 0.8
@@ -198,20 +199,25 @@ def narrow_sums(band: Band) -> frozenset[int]:
     """The band loops along which two neighbouring iterations (every other
     induction variable at its first value) write the same element of a
     float memref narrower than f32 (`_narrow_partials`): the reduction loops
-    of an f16 or bf16 sum.  Neither the engine split (`choose_split`) nor
-    the tile stage (`l1_plan.refuse_narrow_cut`, D-COMPILE-TILES) may cut
-    one: each piece's sum would be rounded to f16 and the roundings added."""
+    of an f16 or bf16 sum.  The tile stage may not cut one
+    (`l1_plan.refuse_narrow_cut`, D-COMPILE-TILES): each piece's sum would
+    be rounded to f16 and the roundings added.  A max or min (a value
+    `flops.SELECTING` computes: a MaxPool's window) is exact in f16, cut
+    or not, so its loops are not counted."""
     ivs, lows, full = _ranges(band)
     first = {v: (a, a) for v, (a, _) in full.items()}
     return frozenset(
         d
         for d, (iv, lo, ext) in enumerate(zip(ivs, lows, band.extents))
-        if ext > 1 and _narrow_partials(band, first, {**first, iv: (lo + 1, lo + 1)})
+        if ext > 1 and _narrow_partials(band, first, {**first, iv: (lo + 1, lo + 1)}, rounding=True)
     )
 
 
 def _narrow_partials(
-    band: Band, one: dict[ir.Value, tuple[int, int]], two: dict[ir.Value, tuple[int, int]]
+    band: Band,
+    one: dict[ir.Value, tuple[int, int]],
+    two: dict[ir.Value, tuple[int, int]],
+    rounding: bool = False,
 ) -> bool:
     """Whether two parts (`one`, `two`: the induction variables' ranges)
     write the same elements of a float memref narrower than f32: a split
@@ -221,11 +227,15 @@ def _narrow_partials(
     sum to f16 and add the roundings in f16, another function (fuzz seed
     2602, m8: 13 input channels cut 4, 4, 4, 1 over cancelling partial sums,
     1.06 tolerances off the exact result; D-COMPILE-ENGINES).  f32 partial
-    sums differ from the whole sum by f32 ulps, within D-COMPILE-TOL."""
+    sums differ from the whole sum by f32 ulps, within D-COMPILE-TOL.
+    `rounding`: writes of a max or min (`flops.SELECTING`) do not count."""
     boxes: dict[ir.Value, list[list[tuple[int, int]]]] = {}  # per memref, per part
     for acc in band.accesses:
         elem = ir.MemRefType(acc.memref.type).element_type
         if not acc.write or not isinstance(elem, ir.FloatType) or elem.width >= 32:
+            continue
+        value = owner_op(acc.op.operands[0])
+        if rounding and value is not None and value.name in SELECTING:
             continue
         new = [access_box(acc, one), access_box(acc, two)]
         old = boxes.get(acc.memref, new)
