@@ -44,6 +44,7 @@ from math import prod
 from mlir import ir
 from mlir.dialects import affine, arith, memref
 
+from nem.compile.flops import SELECTING
 from nem.compile.nest_ir import (
     Access,
     Band,
@@ -229,10 +230,7 @@ def choose_split(
     one tile of these sizes fits L1), parts of a contraction whose written
     elements are disjoint though their byte spans interleave are not ordered
     one after the other when a part fits as one tile (`Split.whole`)."""
-    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
-    lows = [_lower(loop) for loop in band.loops]
-    full = {v: (lo, lo + e - 1) for v, lo, e in zip(ivs, lows, band.extents)}
-    full.update({v: (0, e - 1) for v, e in band.inner.items()})
+    ivs, lows, full = _ranges(band)
     whole = _spans(band, full)
     if whole is None:
         return None, ready
@@ -274,8 +272,41 @@ def choose_split(
     return best, best.estimate if best else unsplit
 
 
+def _ranges(
+    band: Band,
+) -> tuple[list[ir.Value], list[int], dict[ir.Value, tuple[int, int]]]:
+    """The band loops' induction variables, their lower bounds, and every
+    induction variable's whole range (the inner loops' too)."""
+    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
+    lows = [_lower(loop) for loop in band.loops]
+    full = {v: (lo, lo + e - 1) for v, lo, e in zip(ivs, lows, band.extents)}
+    full.update({v: (0, e - 1) for v, e in band.inner.items()})
+    return ivs, lows, full
+
+
+def narrow_sums(band: Band) -> frozenset[int]:
+    """The band loops along which two neighbouring iterations (every other
+    induction variable at its first value) write the same element of a
+    float memref narrower than f32 (`_narrow_partials`): the reduction loops
+    of an f16 or bf16 sum.  The tile stage may not cut one
+    (`l1_plan.refuse_narrow_cut`, D-COMPILE-TILES): each piece's sum would
+    be rounded to f16 and the roundings added.  A max or min (a value
+    `flops.SELECTING` computes: a MaxPool's window) is exact in f16, cut
+    or not, so its loops are not counted."""
+    ivs, lows, full = _ranges(band)
+    first = {v: (a, a) for v, (a, _) in full.items()}
+    return frozenset(
+        d
+        for d, (iv, lo, ext) in enumerate(zip(ivs, lows, band.extents))
+        if ext > 1 and _narrow_partials(band, first, {**first, iv: (lo + 1, lo + 1)}, rounding=True)
+    )
+
+
 def _narrow_partials(
-    band: Band, one: dict[ir.Value, tuple[int, int]], two: dict[ir.Value, tuple[int, int]]
+    band: Band,
+    one: dict[ir.Value, tuple[int, int]],
+    two: dict[ir.Value, tuple[int, int]],
+    rounding: bool = False,
 ) -> bool:
     """Whether two parts (`one`, `two`: the induction variables' ranges)
     write the same elements of a float memref narrower than f32: a split
@@ -285,11 +316,15 @@ def _narrow_partials(
     sum to f16 and add the roundings in f16, another function (fuzz seed
     2602, m8: 13 input channels cut 4, 4, 4, 1 over cancelling partial sums,
     1.06 tolerances off the exact result; D-COMPILE-ENGINES).  f32 partial
-    sums differ from the whole sum by f32 ulps, within D-COMPILE-TOL."""
+    sums differ from the whole sum by f32 ulps, within D-COMPILE-TOL.
+    `rounding`: writes of a max or min (`flops.SELECTING`) do not count."""
     boxes: dict[ir.Value, list[list[tuple[int, int]]]] = {}  # per memref, per part
     for acc in band.accesses:
         elem = ir.MemRefType(acc.memref.type).element_type
         if not acc.write or not isinstance(elem, ir.FloatType) or elem.width >= 32:
+            continue
+        value = owner_op(acc.op.operands[0])
+        if rounding and value is not None and value.name in SELECTING:
             continue
         new = [access_box(acc, one), access_box(acc, two)]
         old = boxes.get(acc.memref, new)

@@ -61,7 +61,9 @@ CASTS = ("arith.extf", "arith.truncf")
 SOFTMAX_FLOPS = 5
 """Per element of a `linalg.softmax` (no body to count; category reduction):
 the row max, the subtraction, exp, the row sum and the division."""
-ACCUMULATE = ("arith.addf", "arith.maximumf", "arith.maxnumf", "arith.minimumf", "arith.minnumf")
+SELECTING = ("arith.maximumf", "arith.maxnumf", "arith.minimumf", "arith.minnumf")
+"""Float combiners that return one of their operands: exact in any type."""
+ACCUMULATE = ("arith.addf", *SELECTING)
 
 
 LOW_SHARE = 0.5

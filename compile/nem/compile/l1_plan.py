@@ -470,15 +470,54 @@ def too_big(op: ir.Operation, e: DoesNotFit, device: Device) -> Exception:
     the ONNX node it came from (the importer's `NameLoc`) or its location."""
     from nem.compile.errors import CompileError
 
-    loc = str(op.location)
-    m = re.match(r'loc\("([^"]*)"', loc)
-    where = f"node '{m.group(1)}'" if m else loc
     return CompileError(
         "tile",
         (
-            f"{where} ({op.name}): error: not supported: its tiles need {e.need} bytes of L1 even "
+            f"{_where(op)} ({op.name}): error: not supported: its tiles need {e.need} bytes of L1 even "
             f"with tile sizes {e.sizes}, and device '{device.name}' has l1_size_bytes = "
             f"{e.capacity} [DEV-16]\nfix: target a device with a larger L1, or split the node "
             "into smaller ones (decision D-COMPILE-L1)"
         ),
     )
+
+
+def refuse_narrow_cut(
+    op: ir.Operation,
+    narrow: frozenset[int],
+    extents: Sequence[int],
+    sizes: Sequence[int],
+    device: Device,
+) -> None:
+    """Raise the compile error of tile sizes that cut one of the loops
+    `narrow` (`engines.narrow_sums`: a reduction of an f16 or bf16 result;
+    a size of 0 or the extent: not cut).  The tiles would each round their
+    partial sum to that type and add the roundings, where NEM's f16
+    `matmul`/`conv2d` sums wide and rounds once (D-NUM-LINEAR-FLOAT), and no
+    NEM opcode writes an f16 product into an f32 accumulator
+    (D-COMPILE-TILES, session 28)."""
+    from nem.compile.errors import CompileError
+
+    cut = [d for d in sorted(narrow) if 0 < sizes[d] < extents[d]]
+    if not cut:
+        return
+    d = cut[0]
+    raise CompileError(
+        "tile",
+        (
+            f"{_where(op)} ({op.name}): error: not supported: its tiles cut reduction loop {d} "
+            f"({extents[d]} iterations) into pieces of {sizes[d]} (tile sizes {list(sizes)}), "
+            "and its result is f16 or bf16: each piece's partial sum would be rounded to it, "
+            "where NEM's f16 matmul and conv2d sum the whole reduction and round once "
+            "[D-NUM-LINEAR-FLOAT]\nfix: compute the node in f32 (an f32 model), target a device "
+            f"whose L1 holds one output's whole reduction (device '{device.name}' has "
+            f"l1_size_bytes = {device.topology.l1_size_bytes}), or give --tile-sizes that leave "
+            "the reduction loops whole (decision D-COMPILE-TILES)"
+        ),
+    )
+
+
+def _where(op: ir.Operation) -> str:
+    """The ONNX node `op` came from (the importer's `NameLoc`), or its location."""
+    loc = str(op.location)
+    m = re.match(r'loc\("([^"]*)"', loc)
+    return f"node '{m.group(1)}'" if m else loc

@@ -25,6 +25,9 @@ class Plan:
     """A sum over loop `split_dim`: privatized (`transform._privatize`) before tiling."""
     resize: Callable[[int], list[int]] | None = field(default=None, compare=False)
     """Tile sizes for another L1 budget (D-COMPILE-L1)."""
+    narrow: frozenset[int] = frozenset()
+    """The reduction loops of an f16 or bf16 result, which no tile may cut
+    (`engines.narrow_sums`, D-COMPILE-TILES)."""
 
     def part_extents(self, k: int) -> list[int]:
         if len(self.engines) == 1:

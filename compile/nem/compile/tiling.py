@@ -196,6 +196,7 @@ def _tile_nest(
     device (D-COMPILE-L1: tiled again from a copy with a smaller budget
     while it does not); returns the sizes and the passes run."""
     from nem.compile import dma_strides, l1_plan
+    from nem.compile.engines import narrow_sums
 
     with Isolated(root) as iso:
         iso.snapshot()
@@ -226,6 +227,7 @@ def _tile_nest(
             )
         except l1_plan.DoesNotFit as e:
             raise l1_plan.too_big(spare, e, device) from None
+        l1_plan.refuse_narrow_cut(spare, narrow_sums(band), band.extents, sizes, device)
         run = [_nest_passes(band, sizes, space), "(dma_strides.repair)"]
         return sizes, ",".join(run + [PIPELINE] * options.pipeline)
 

@@ -135,7 +135,7 @@ def _plan_ops(
     on its op, the ops before it through the turn and `ready`, and those
     arguments only)."""
     from nem.compile import nest_ir, tile_cost, tiling
-    from nem.compile.engines import choose_split, part_sizes, preloaded_memrefs
+    from nem.compile.engines import choose_split, narrow_sums, part_sizes, preloaded_memrefs
 
     # the whole module: the function may read its globals (constant weights)
     copy = ir.Module.parse(str(fn.parent), fn.context)
@@ -224,11 +224,12 @@ def _plan_ops(
                 return list(sizes)
             return tiling.band_sizes(band, options, b, parts, dmas)
 
+        narrow = narrow_sums(band)
         if pin is not None:
-            return Plan(band.extents, sizes, [pin], resize=resize)
+            return Plan(band.extents, sizes, [pin], resize=resize, narrow=narrow)
         if split is None:
             turn += 1
-            return Plan(band.extents, sizes, [(turn - 1) % engines], resize=resize)
+            return Plan(band.extents, sizes, [(turn - 1) % engines], resize=resize, narrow=narrow)
         return Plan(
             band.extents,
             sizes,
@@ -237,6 +238,7 @@ def _plan_ops(
             split.chunk,
             split.partials is not None,
             resize,
+            narrow,
         )
 
     earlier, n = reuse if reuse is not None and reuse[0].preloaded == unwritten else (None, 0)
@@ -561,7 +563,8 @@ def _tile_op(
         budget = tiling.l1_budget(device, options.pipeline)
         assert plan.resize is not None
         try:
-            l1_plan.fit(budget, device.topology.l1_size_bytes, plan.resize, tile)
+            sizes = l1_plan.fit(budget, device.topology.l1_size_bytes, plan.resize, tile)
+            l1_plan.refuse_narrow_cut(pristine, plan.narrow, plan.extents, sizes, device)
         except l1_plan.DoesNotFit as e:
             raise l1_plan.too_big(pristine, e, device) from None
         finally:
