@@ -42,6 +42,7 @@ from xdsl.irdl import (
 from xdsl.traits import IsolatedFromAbove, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
+from nem.dialect.buffer_op import BufferOp
 from nem.dialect.view_op import ViewOp
 
 
@@ -119,6 +120,6 @@ def region_type(v: SSAValue) -> MemRefType:
     return MemRefType(t.element_type, t.get_shape(), NoneAttr(), NoneAttr())
 
 
-NEM_LOWERING = Dialect("nem_lowering", [KernelOp, ViewOp], [])
-"""The lowering's own ops (the kernel, and `view_op.ViewOp`), registered
+NEM_LOWERING = Dialect("nem_lowering", [KernelOp, ViewOp, BufferOp], [])
+"""The lowering's own ops (the kernel, `view_op.ViewOp` and `buffer_op.BufferOp`), registered
 with the MLIR input dialects."""

@@ -54,6 +54,8 @@ from xdsl.irdl import (
 from xdsl.traits import NoMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
+from nem.dialect.buffer_op import BufferOp
+
 
 @irdl_op_definition
 class ViewOp(IRDLOperation):
@@ -142,7 +144,10 @@ class ViewOp(IRDLOperation):
 
 def written_name(op: Operation) -> str:
     """The name messages give `op`: a view op's is the name of the op it
-    replaced (the user wrote a `memref.subview`, never this op)."""
+    replaced (the user wrote a `memref.subview`, never this op), a declared
+    buffer's `memref.get_global` (`buffer_op`)."""
     if isinstance(op, ViewOp) and op.replaces is not None:
         return op.replaces.data
+    if isinstance(op, BufferOp):  # the first of the get_globals it replaced
+        return "memref.get_global"
     return op.name

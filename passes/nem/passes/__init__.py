@@ -23,6 +23,7 @@ def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.jam_engine_loops import JamEngineLoopsPass
     from nem.passes.lowering.async_awaits import DropTokenAwaitsPass
     from nem.passes.lowering.async_groups import DropAsyncGroupsPass
+    from nem.passes.lowering.declare_buffers import DeclareBuffersPass
     from nem.passes.lowering.memref_hints import DropMemrefHintsPass
     from nem.passes.lowering.outline_kernels import OutlineKernelsPass
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
@@ -52,6 +53,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 DropAsyncGroupsPass,
                 DropTokenAwaitsPass,
                 RewriteViewsPass,
+                DeclareBuffersPass,
                 ConvertAffineToNemPass,
                 LowerToNemPass,
                 ForwardZeroFillsPass,

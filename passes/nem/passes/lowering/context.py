@@ -12,7 +12,7 @@ state.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -132,6 +132,22 @@ class Names:
         """Per hint, the next `_v<k>` to try (a hint used N times would
         otherwise probe N names: quadratic in a large program)."""
 
+    @classmethod
+    def resumed(cls, declared: Iterable[str], defaults: int) -> Names:
+        """The generator as `nem-declare-buffers` left it, from what it wrote
+        into the IR: the names it gave (taken) and its count of `DEFAULT<n>`
+        names (`defaults`), so the conversion's names are the ones one
+        generator would give after those (D-LOW-DECLARE)."""
+        names = cls()
+        names.used.update(declared)
+        names._buffers = defaults
+        return names
+
+    @property
+    def defaults(self) -> int:
+        """The count `resumed` takes back: where `DEFAULT<n>` names go on."""
+        return self._buffers
+
     def fresh(self, hint: str | None, default: str) -> str:
         base = hint if hint and hint.isidentifier() and hint not in NEM_KEYWORDS else None
         if base is None:
@@ -184,11 +200,17 @@ class LoweringContext:
     """Everything one `convert-affine-to-nem` run knows (see the module doc)."""
 
     def __init__(
-        self, options: Options, catalog: Catalog, device: Device | None, roots: MemrefRoots
+        self,
+        options: Options,
+        catalog: Catalog,
+        device: Device | None,
+        roots: MemrefRoots,
+        names: Names,
     ) -> None:
         self.options = options
         self.device = device
-        self.names = Names()
+        self.names = names
+        """The generator `nem-declare-buffers` started (`Names.resumed`)."""
         self.summary = Summary()
         self.views: dict[SSAValue, View] = {}
         self.roots = roots
@@ -217,8 +239,6 @@ class LoweringContext:
         """The scratch of the split convolution whose bands are being lowered
         (`compute._accumulator`, D-COMPILE-NMU-SPLIT), per level, shape, element
         type and execute; not cleared per top-level statement, as `scratch` is."""
-        self.globals: dict[str, View] = {}
-        """The buffer of each `memref.global` used (D-LOW-GLOBAL)."""
         self.initial: dict[str, tuple[GlobalOp, DenseIntOrFPElementsAttr]] = {}
         """Buffer name -> (global, initial contents) to write (D-LOW-GLOBAL)."""
         self._var_order = itertools.count()

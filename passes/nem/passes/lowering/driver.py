@@ -30,7 +30,7 @@ from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import ProgramOp
 from nem.dialect.per_class import PerClass
-from nem.passes.lowering import memref_globals
+from nem.passes.lowering import declare_buffers, memref_globals
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext, Options
 from nem.passes.lowering.diagnostics import reject
@@ -104,6 +104,7 @@ class Lowerer(Lowering):
         `nem.program` that replaces the module's functions."""
         funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
         fn = entry_function(module, self.options.entry)
+        declare_buffers.declare(fn)  # done by nem-declare-buffers unless called directly
         self.ctx = ctx = _context(self.options, fn)
         body = Block()
         opts = self.options
@@ -128,10 +129,14 @@ class Lowerer(Lowering):
                 raise reject(fn, f"argument #{i} of type {arg.type} is not a memref")
         # the function as the scope of narrowings outside any peeled loop
         # (a DMA row leaving its memref where upstream unrolled a loop)
+        globals_ = list(declare_buffers.declared_buffers(fn))
+        for buffer in globals_:
+            memref_globals.declare(ctx, buffer)
         root = PeelScope(fn, (fn,))
         with ctx.in_scope(root):
             self.lower_ops(
-                list(fn.body.block.ops), BlockState(NemBuilder.at_end(body, fn.location), top=True)
+                list(fn.body.block.ops)[len(globals_) :],
+                BlockState(NemBuilder.at_end(body, fn.location), top=True),
             )
             check_narrowed(root)
         drop_unused_allocations(ctx)
@@ -146,7 +151,8 @@ class Lowerer(Lowering):
         return prog
 
     def _arg_buffer(self, fn: func.FuncOp, arg: BlockArgument, i: int) -> None:
-        """A DDR buffer (the level of its memory space) named after the argument."""
+        """A buffer at the level of its memory space, named as
+        `nem-declare-buffers` named the argument."""
         ctx = self.ctx
         t = arg.type
         assert isinstance(t, MemRefType)
@@ -156,11 +162,7 @@ class Lowerer(Lowering):
         level = ctx.level(fn, t)
         if level != "DDR":
             ctx.summary.notes.append(f"argument {i} lives in {level}")
-        name = ctx.names.fresh(arg.name_hint, "arg")
-        if not arg.name_hint:
-            ctx.names.used.discard(name)
-            name = f"arg{i}" if f"arg{i}" not in ctx.names.used else name
-            ctx.names.used.add(name)
+        name = declare_buffers.argument_name(fn, i)
         span = off + sum((d - 1) * s for d, s in zip(t.get_shape(), strides)) + 1
         buf = ctx.declare_buffer(name, level, buffer_bytes((span,), elem), fn.location)
         ctx.views[arg] = View(
@@ -183,7 +185,9 @@ def _context(options: Options, fn: func.FuncOp) -> LoweringContext:
                 d.loc = d.loc or SourceLoc.of(fn)
             raise
         catalog = device.catalog
-    return LoweringContext(options, catalog, device, MemrefRoots(fn))
+    return LoweringContext(
+        options, catalog, device, MemrefRoots(fn), declare_buffers.resumed_names(fn)
+    )
 
 
 def summary_remarks(ctx: LoweringContext, fn: func.FuncOp) -> list[Diagnostic]:

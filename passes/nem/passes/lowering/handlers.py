@@ -16,7 +16,6 @@ from nem.passes.lowering import (
     index_ops,
     loops,
     memory_ops,
-    memref_globals,
     memref_views,
     outline_kernels,
     scf_loops,
@@ -55,7 +54,6 @@ HANDLERS: dict[type[Operation], Handler] = {
     **index_ops.HANDLERS,
     **memory_ops.HANDLERS,
     **memref_views.HANDLERS,
-    **memref_globals.HANDLERS,
     **loops.HANDLERS,
     **async_ops.HANDLERS,
     # xDSL's linalg ops, and linalg.softmax, which xDSL lacks; the contractions

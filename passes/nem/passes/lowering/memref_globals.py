@@ -3,10 +3,12 @@
 
     memref.global "private" constant @w : memref<3x2xf32> = dense<...>
     %w = memref.get_global @w : memref<3x2xf32>
+    -> %w = "nem_lowering.buffer"() <{buffer = "w", global = @w}>   (nem-declare-buffers)
     -> buffer w : DDR (size=24, align=64)          (one per global, at program scope)
 
-Every `get_global` of one global is a view of the same buffer, named after
-the symbol.  Initial contents cannot live in `.nem` text (D-BC-DATA), so
+Every `get_global` of one global is the same buffer, named after the symbol
+by `nem-declare-buffers` (D-LOW-DECLARE), which the driver declares after
+the arguments (`declare`): no handler.  Initial contents cannot live in `.nem` text (D-BC-DATA), so
 they go to the sidecar archive of the `weights=FILE.npz` option, one array
 per buffer (the global's shape and element type), which `nem-run --input
 FILE.npz` writes into memory before running: the route nem-compile's
@@ -21,12 +23,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from xdsl.dialects import memref
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, MemRefType, ModuleOp
-from xdsl.ir import Operation
 from xdsl.traits import SymbolTable
 
 from nem.dialect.attributes import MemLevelAttr
+from nem.dialect.buffer_op import BufferOp
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.elements import ELEM_DTYPES
 from nem.frontends.upstream_dialects.memref_global import GlobalOp
@@ -36,23 +37,19 @@ from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_str
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext
-    from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
-def lower_get_global(lw: Lowering, op: memref.GetGlobalOp, st: BlockState) -> None:
-    """The view of the global's buffer (declared on its first use)."""
-    ctx = lw.ctx
-    sym = op.name_.root_reference.data
-    glob = SymbolTable.lookup_symbol(op, op.name_)
-    if not isinstance(glob, GlobalOp):
-        raise reject(op, f"@{sym} is not a memref.global")
-    view = ctx.globals.get(sym)
-    if view is None:
-        view = ctx.globals[sym] = _declare(ctx, glob)
-    ctx.views[op.memref] = view
+def declare(ctx: LoweringContext, op: BufferOp) -> None:
+    """The view of `op`'s global's buffer, named as `nem-declare-buffers`
+    named it (D-LOW-DECLARE)."""
+    glob = SymbolTable.lookup_symbol(op, op.global_)
+    assert isinstance(glob, GlobalOp)  # nem-declare-buffers checked it
+    ctx.views[op.result] = global_view(ctx, glob, op.buffer_name)
 
 
-def _declare(ctx: LoweringContext, glob: GlobalOp) -> View:
+def global_view(ctx: LoweringContext, glob: GlobalOp, name: str) -> View:
+    """The program buffer `name` of `glob` (checked: element type, identity
+    layout, level), its contents kept for `finish`."""
     t = glob.type
     assert isinstance(t, MemRefType)
     elem = t.element_type
@@ -61,7 +58,6 @@ def _declare(ctx: LoweringContext, glob: GlobalOp) -> View:
     if off or strides != memref_strides(None, MemRefType(elem, t.get_shape()))[0]:
         raise reject(glob, f"a global with a non-identity layout ({t}) is not supported")
     level = ctx.level(glob, t)
-    name = ctx.names.fresh(glob.sym_name.data, "global")
     buf = ctx.declare_buffer(name, level, buffer_bytes(t.get_shape(), elem), glob.location)
     init = glob.initial_value
     if isinstance(init, DenseIntOrFPElementsAttr):
@@ -116,6 +112,3 @@ def finish(ctx: LoweringContext, module: ModuleOp) -> None:
         if isinstance(op, GlobalOp):
             op.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
             op.erase()
-
-
-HANDLERS: dict[type[Operation], Handler] = {memref.GetGlobalOp: lower_get_global}

@@ -11,7 +11,7 @@ it walks; a pass deciding before the conversion (`nem-outline-kernels`)
 has the MLIR only.  The three are the MLIR's: the buffer is the root the
 value is a view of (a `memref.alloc`/`alloca` result, a function argument,
 or a `memref.get_global` symbol: two `get_global`s of one symbol are one
-buffer), followed through the ops that make views (subview, view,
+buffer, as is the `nem_lowering.buffer` that `nem-declare-buffers` makes of them), followed through the ops that make views (subview, view,
 collapse/expand_shape, cast, the `nem_lowering.view` that
 `nem-rewrite-views` makes of the last three, and the `async` payloads); the element type and
 shape are the value's type's.  One value has one root even where the
@@ -35,6 +35,7 @@ from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from nem.dialect.buffer_op import BufferOp
 from nem.dialect.view_op import ViewOp
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
@@ -126,6 +127,8 @@ class MemrefRoots:
                 self._root(op.results[0])
         elif isinstance(op, memref.GetGlobalOp):
             self._root(op.memref, op.name_.root_reference.data)
+        elif isinstance(op, BufferOp):  # what nem-declare-buffers makes of them
+            self._root(op.result, op.global_.root_reference.data)
         elif isinstance(op, memref.SubviewOp | memref.ViewOp):
             self._alias(op.result, op.source)
         elif isinstance(op, memref.CollapseShapeOp | memref.ExpandShapeOp):

@@ -17,6 +17,8 @@
         nem-rewrite-views{entry=F}                 (D-LOW-VIEW-OP: memref.cast, collapse_shape,
                                                     expand_shape, reinterpret_cast ->
                                                     nem_lowering.view)
+        nem-declare-buffers{entry=F}               (D-LOW-DECLARE: arguments and globals named,
+                                                    get_global -> nem_lowering.buffer)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
@@ -71,6 +73,7 @@ from nem.passes.jam_engine_loops import JamEngineLoopsPass
 from nem.passes.lowering.async_awaits import DropTokenAwaitsPass
 from nem.passes.lowering.async_groups import DropAsyncGroupsPass
 from nem.passes.lowering.context import Options
+from nem.passes.lowering.declare_buffers import DeclareBuffersPass
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.handlers import HANDLERS
 from nem.passes.lowering.memref_hints import DropMemrefHintsPass
@@ -162,6 +165,7 @@ def preparation(entry: str | None) -> tuple[ModulePass, ...]:
         DropAsyncGroupsPass(entry),
         DropTokenAwaitsPass(entry),
         RewriteViewsPass(entry),
+        DeclareBuffersPass(entry),
     )
 
 
@@ -180,8 +184,8 @@ class ConvertAffineToNemPass(LoweringOptions):
 
     Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`,
     `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-outline-kernels`,
-    `nem-drop-memref-hints`, `nem-drop-async-groups`, `nem-drop-token-awaits` and
-    `nem-rewrite-views` (`preparation`), so that run alone
+    `nem-drop-memref-hints`, `nem-drop-async-groups`, `nem-drop-token-awaits`,
+    `nem-rewrite-views` and `nem-declare-buffers` (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).
