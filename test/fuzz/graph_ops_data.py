@@ -272,14 +272,21 @@ def gather(b: Builder) -> None:
         seq = list(range(start, stop, step))[: b.rng.randint(1, 8)]
         index = b.ints([i - d if b.rng.random() < 0.2 else i for i in seq])
     else:
-        shape = b.rng.choice(((b.size(1, 6),), (2, b.size(1, 4))))
-        vals = [b.rng.randint(-d, d - 1) for _ in range(int(np.prod(shape)))]
-        index = b.ints(vals)
-        if len(shape) == 2:
-            (i2,) = b.add("Reshape", [index, b.ints(list(shape))])
-            b.known(i2.name, vals)
-            index = i2.name
+        index = constant_indices(b, b.rng.choice(((b.size(1, 6),), (2, b.size(1, 4)))), d)
     b.add("Gather", [x.name, index], pos=x.pos, axis=a)
+
+
+def constant_indices(b: Builder, shape: tuple[int, ...], d: int) -> str:
+    """Constant int64 indices of `shape` into an axis of size `d`, negative
+    ones too: an initializer, reshaped by a node (whose value shape inference
+    is told) when not 1-D."""
+    vals = [b.rng.randint(-d, d - 1) for _ in range(int(np.prod(shape)))]
+    index = b.ints(vals)
+    if len(shape) == 1:
+        return index
+    (shaped,) = b.add("Reshape", [index, b.ints(list(shape))])
+    b.known(shaped.name, vals)
+    return shaped.name
 
 
 @op("Pad")

@@ -16,6 +16,7 @@ import math
 
 from graph_gen import Builder, Skip
 from graph_operands import axis, op
+from graph_ops_data import constant_indices
 from onnx import TensorProto
 
 
@@ -46,12 +47,7 @@ def gather_elements(b: Builder) -> None:
         (idx,) = b.add("Cast", [u.name], to=TensorProto.INT64)
         index = idx.name
     else:
-        vals = [b.rng.randint(-d, d - 1) for _ in range(math.prod(shape))]
-        index = b.ints(vals)
-        if len(shape) != 1:
-            (shaped,) = b.add("Reshape", [index, b.ints(list(shape))])
-            b.known(shaped.name, vals)
-            index = shaped.name
+        index = constant_indices(b, shape, d)
     b.add("GatherElements", [x.name, index], pos=x.pos, axis=a)
 
 

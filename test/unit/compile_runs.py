@@ -125,6 +125,21 @@ def conv1x1_relu_model(hw: int, c: int, f: int):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def typed_model(nodes, inputs, outputs, inits=(), opset: int = 17):
+    """A model of `nodes` whose graph inputs and outputs are (name, ONNX
+    element type, shape) triples (an output's shape None: inferred)."""
+    from onnx import helper
+
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs],
+        list(inits),
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
 def graph_model(nodes, x_shape, inits=(), opset: int = 13):
     """A model of `nodes` reading one f32 input `x` of `x_shape` and writing
     `y` (test_pads)."""

@@ -10,24 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from compile_runs import run_compiled
+from compile_runs import run_compiled, typed_model
 from onnx import TensorProto, helper, numpy_helper
 
 from nem.compile import CompileError, compile_onnx
 from nem.compile.check import onnxruntime_run
 
 F, H, I64, I32 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64, TensorProto.INT32
-
-
-def _model(nodes, inputs, outputs, inits=()):
-    g = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
-        [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs],
-        list(inits),
-    )
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def _halves(shape, seed: int, dtype=np.float32) -> np.ndarray:
@@ -46,7 +35,7 @@ def _topk_model():
         helper.make_node("Cast", ["low_i"], ["low_f"], to=F),
     ]
     outs = [("top", F, None), ("top_i", I64, None), ("low", F, None), ("low_f", F, None)]
-    return _model(nodes, [("x", F, [4, 7])], outs, inits)
+    return typed_model(nodes, [("x", F, [4, 7])], outs, inits)
 
 
 def _topk_input_k_model():
@@ -54,7 +43,7 @@ def _topk_input_k_model():
     read, as a Reshape's shape: D-COMPILE-TOPK); int32 data."""
     nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1)]
     outs = [("v", I32, [3, 2]), ("i", I64, [3, 2])]
-    return _model(nodes, [("x", I32, [3, 5]), ("k", I64, [1])], outs)
+    return typed_model(nodes, [("x", I32, [3, 5]), ("k", I64, [1])], outs)
 
 
 def _gather_elements_model():
@@ -65,7 +54,7 @@ def _gather_elements_model():
         helper.make_node("GatherElements", ["x", "i"], ["g1"], axis=1),
         helper.make_node("GatherElements", ["x", "ci"], ["g0"], axis=0),
     ]
-    return _model(
+    return typed_model(
         nodes,
         [("x", F, [3, 4]), ("i", I64, [3, 2])],
         [("g1", F, None), ("g0", F, None)],
@@ -76,7 +65,7 @@ def _gather_elements_model():
 def _einsum_model(equation: str, shapes, elem=F):
     names = [f"x{k}" for k in range(len(shapes))]
     nodes = [helper.make_node("Einsum", names, ["y"], equation=equation)]
-    return _model(nodes, [(n, elem, s) for n, s in zip(names, shapes)], [("y", elem, None)])
+    return typed_model(nodes, [(n, elem, s) for n, s in zip(names, shapes)], [("y", elem, None)])
 
 
 EINSUMS = {
@@ -138,7 +127,9 @@ def test_topk_reads_k_from_the_declared_output_shape():
 
 def test_topk_with_a_run_time_k_and_no_declared_shape_is_refused():
     nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], name="top")]
-    model = _model(nodes, [("x", F, [3, 5]), ("k", I64, [1])], [("v", F, None), ("i", I64, None)])
+    model = typed_model(
+        nodes, [("x", F, [3, 5]), ("k", I64, [1])], [("v", F, None), ("i", I64, None)]
+    )
     with pytest.raises(CompileError) as e:
         compile_onnx(model, device="npm_pro_x1")
     assert "not supported: TopK with a k computed at run time" in str(e.value)
@@ -154,7 +145,7 @@ def test_gather_elements_matches_onnxruntime():
 def test_gather_elements_constant_index_out_of_range_is_an_error_at_the_node():
     idx = numpy_helper.from_array(np.array([[0, 3]], np.int64), "ci")
     node = helper.make_node("GatherElements", ["x", "ci"], ["g"], axis=0, name="ge")
-    model = _model([node], [("x", F, [3, 2])], [("g", F, None)], [idx])
+    model = typed_model([node], [("x", F, [3, 2])], [("g", F, None)], [idx])
     with pytest.raises(CompileError) as e:
         compile_onnx(model, device="npm_pro_x1")
     assert "'ge' (GatherElements)" in str(e.value) and "out of range for axis 0" in str(e.value)
