@@ -427,7 +427,10 @@ def test_transform_route_raises_grouped_convolutions(group):
     )
     result = run_api(model, route="transform")
     assert result.flops is not None and result.flops.category_share() == 1.0, result.flops.remark()
-    assert f"groups={group}" in result.nem
+    # over several engines the split may cut the output channels at group
+    # boundaries, each part an ungrouped conv2d (D-COMPILE-ENGINES, session 28)
+    one = compile_onnx(model, device="npm_pro_x1", route="transform", engines=1)
+    assert f"groups={group}" in one.nem
 
 
 @pytest.mark.slow  # 13 s
