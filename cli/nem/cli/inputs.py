@@ -127,6 +127,27 @@ def load_npy(
         raise InputError(flag, str(e)) from None
 
 
+def read_binding(text: str) -> tuple[str, np.ndarray]:
+    """`nem-compile --bind NAME=VALUES`: the graph input's name and its
+    value, a comma-separated list of numbers (`axes=0,2`, `k=3`: shaped
+    as the input is declared, D-COMPILE-BIND) or a `.npy` file (`read_input`'s
+    checks, at most MAX_INPUT_FILE_BYTES)."""
+    import numpy as np
+
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise InputError("--bind", f"expected NAME=VALUES or NAME=FILE.npy, got {text!r}")
+    if value.endswith(".npy"):
+        return name, load_npy(value, "--bind", MAX_INPUT_FILE_BYTES, f"input '{name}'")
+    try:
+        numbers = [float(v) if any(c in v for c in ".eEn") else int(v) for v in value.split(",")]
+    except ValueError:
+        raise InputError(
+            "--bind", f"{name}: expected numbers separated by commas or a .npy file, got {value!r}"
+        ) from None
+    return name, np.array(numbers)
+
+
 def read_archive(
     path: str,
     flag: str,

@@ -179,6 +179,14 @@ def _parser() -> argparse.ArgumentParser:
         help="ONNX: refuse int64 data instead of computing it in i32",
     )
     p.add_argument(
+        "--bind",
+        action="append",
+        default=[],
+        metavar="NAME=VALUES",
+        help="ONNX: compile graph input NAME as a constant: numbers separated by commas "
+        "or a .npy file (axes, starts, sizes, bounds given as inputs; D-COMPILE-BIND)",
+    )
+    p.add_argument(
         "--max-nodes",
         type=int,
         default=DEFAULT_MAX_NODES,
@@ -503,7 +511,16 @@ def _run(args: argparse.Namespace) -> int:
         return _usage(why)
     if (status := _check_device(args)) is not None:
         return status
+    from nem.cli.inputs import InputError, read_binding
+
+    try:
+        bind = tuple(read_binding(text) for text in args.bind)
+    except InputError as e:
+        return _usage(str(e))
+    if bind and ext != ".onnx":
+        return _usage("--bind takes a .onnx model")
     options = CompileOptions(
+        bind=bind,
         device=args.device,
         tile_sizes=_tile_sizes(args.tile_sizes),
         pipeline=not args.no_pipeline,

@@ -15,7 +15,10 @@ f32 or i32 for a model's f64, int64 or bool (D-COMPILE-F64, D-COMPILE-I64,
 D-COMPILE-BOOL: a bool is an i32 0 or 1) is returned as f64, int64 or bool.  An int64 input outside int32's range is an
 error, not a wrapped value.  A graph input the program does not read (an
 integer whose values only fix a shape the model declares,
-D-COMPILE-IFACE) is ignored.
+D-COMPILE-IFACE) is ignored.  A graph input read as a compile-time
+operand (a reduction's axes, a Slice's starts: D-COMPILE-BIND) is bound to
+the value `run` is given: such a model is compiled at its first `run`,
+and again for other values of those inputs.
 
 It lives with the tools because it joins the compiler and the runtime
 (`nem.compile` imports no runtime).  The backend test of the onnx
@@ -61,14 +64,26 @@ class NemRunError(RuntimeError):
 
 
 class NemRep(BackendRep):
-    """A compiled model, run once per `run` call on a fresh memory."""
+    """A compiled model, run once per `run` call on a fresh memory.  A
+    model whose graph inputs include compile-time operands (`late`: a
+    reduction's axes, a Slice's starts, ...) is compiled at `run`, with
+    those inputs bound to the values given (D-COMPILE-BIND), once per
+    distinct value."""
 
-    def __init__(self, model: onnx.ModelProto, result: Any, device: str):
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        result: Any,
+        device: str,
+        options: dict[str, Any] | None = None,
+        late: Sequence[str] = (),
+    ):
         self.model = model
         self.result = result
         self.device = device
-        iface = result.interface
-        self.buffer_of = {onnx_name: buf for buf, onnx_name in iface.onnx_names.items()}
+        self.options = options or {}
+        self.late = list(late)
+        self.compiled: dict[tuple[Any, ...], Any] = {}
         self.declared = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
 
     def _feeds(
@@ -79,13 +94,31 @@ class NemRep(BackendRep):
         names = [i.name for i in self.model.graph.input]
         return {names[k]: np.asarray(v) for k, v in enumerate(inputs)}
 
+    def _result(self, feeds: dict[str, np.ndarray]) -> Any:
+        """The program for these feeds: the one compiled by `prepare`, or
+        the one compiled for the values of the late inputs."""
+        if not self.late:
+            return self.result
+        missing = [n for n in self.late if n not in feeds]
+        if missing:
+            raise ValueError(f"no value given for input '{missing[0]}'")
+        key = tuple((n, feeds[n].dtype.str, feeds[n].shape, feeds[n].tobytes()) for n in self.late)
+        if key not in self.compiled:
+            from nem.compile import compile_onnx
+
+            bind = {**dict(self.options.get("bind", {})), **{n: feeds[n] for n in self.late}}
+            options = {**self.options, "bind": bind}
+            self.compiled[key] = compile_onnx(self.model, device=self.device, **options)
+        return self.compiled[key]
+
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         from nem.runtime.api import NemInterpreter
 
         feeds = self._feeds(inputs)
-        iface = self.result.interface
+        result = self._result(feeds)
+        iface = result.interface
         it = NemInterpreter(device=self.device)
-        it.load_string(self.result.nem, file="model.nem")
+        it.load_string(result.nem, file="model.nem")
         for name, array in iface.weights.items():
             it.write_tensor(name, array)
         for buf, shape, dtype in iface.inputs:
@@ -141,8 +174,13 @@ class NemBackend(Backend):
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> NemRep:
         from nem.compile import compile_onnx
+        from nem.frontends.onnx.bind import compile_time_inputs
 
         target = kwargs.pop("nem_device", DEFAULT_DEVICE)
+        bound = dict(kwargs.get("bind", {}))
+        late = [n for n in compile_time_inputs(model) if n not in bound]
+        if late:  # compiled at run, for the values given (D-COMPILE-BIND)
+            return NemRep(model, None, target, kwargs, late)
         result = compile_onnx(model, device=target, **kwargs)
         return NemRep(model, result, target)
 

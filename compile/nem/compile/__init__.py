@@ -12,6 +12,7 @@ MLIR Python bindings) and, for ONNX input, the `onnx` package.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +76,12 @@ def _options(options: CompileOptions | None, kw: dict[str, Any]) -> CompileOptio
 
     if options is not None:
         check_type("compile", "options", options, CompileOptions, "a CompileOptions or None")
+    if isinstance(kw.get("bind"), Mapping):
+        kw["bind"] = tuple(kw["bind"].items())
     opts = replace(options or CompileOptions(), **kw)
+    check_type("compile", "bind", opts.bind, tuple, "a mapping of input names to arrays")
+    if not all(isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], str) for e in opts.bind):
+        raise ValueError(f"compile: bind must map input names to arrays, not {opts.bind!r}")
     if opts.tile_sizes is not None:
         check_type(
             "compile",
@@ -210,6 +216,7 @@ def import_model(
             demote_i64=opts.demote_i64,
             max_nodes=opts.max_nodes,
             max_model_bytes=opts.max_model_bytes,
+            bind=dict(opts.bind),
         )
     except OnnxImportError as e:
         raise CompileError("import", e.render()) from e

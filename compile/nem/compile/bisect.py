@@ -29,7 +29,7 @@ says where:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -258,9 +258,18 @@ def bisect(
     program is not run."""
     import onnx
 
+    from nem.frontends.onnx import OnnxImportError
+    from nem.frontends.onnx.bind import bind_inputs
     from nem.frontends.onnx.samples import random_inputs
 
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    if options.bind:  # onnxruntime runs the bound model too (D-COMPILE-BIND)
+        where = "<model>" if isinstance(model, onnx.ModelProto) else str(model)
+        try:
+            proto = bind_inputs(proto, dict(options.bind), where)
+        except OnnxImportError as e:
+            return Bisection("bisect", [], e.render())
+        options = replace(options, bind=())
     inputs = inputs if inputs is not None else random_inputs(proto, seed)
     engines = f"{options.engines} engine(s)" if options.engines else "all engines"
     label = (
@@ -268,8 +277,6 @@ def bisect(
         f"{'pipelined' if options.pipeline else 'not pipelined'}; inputs: "
         + ", ".join(f"{k}{list(v.shape)}" for k, v in inputs.items())
     )
-    from nem.frontends.onnx import OnnxImportError
-
     try:
         runner = _Run(proto, options, inputs, run_nem)
     except OnnxImportError as e:  # nothing to run: the import fails

@@ -7,6 +7,7 @@ imports them (no import cycle, issue 36)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES
 
@@ -36,6 +37,10 @@ class CompileOptions:
     """ONNX input: the compile budget, most nodes of the model (D-LIMITS)."""
     max_model_bytes: int = MAX_MODEL_BYTES
     """ONNX input: largest model file with its external data (D-LIMITS)."""
+    bind: tuple[tuple[str, Any], ...] = ()
+    """ONNX input: graph inputs compiled as constants of these values, by
+    name (D-COMPILE-BIND: a reduction's axes, a Slice's starts, ... given as
+    graph inputs); `compile_onnx(bind={...})` takes a mapping."""
     origins: bool = False
     """Record the ONNX node of each statement (`CompileResult.origins`, about 2%
     of the compile): `nem-compile -o FILE.nemb` does (D-BC-NODES)."""

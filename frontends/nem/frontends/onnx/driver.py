@@ -22,6 +22,7 @@ from mlir.dialects import func
 from onnx import helper, numpy_helper
 
 from nem.frontends.onnx import emit
+from nem.frontends.onnx.bind import bind_fix, formal_name, is_compile_time
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError, OnnxImportErrors
 from nem.frontends.onnx.graph import (
     ELEM_TYPE_NAMES,
@@ -38,24 +39,6 @@ from nem.frontends.onnx.op_types import BOOL_OPS, unsupported_op_type
 SHAPE_OPERANDS = {("Expand", 1), ("Reshape", 1), ("Tile", 1), ("TopK", 1)}
 """(op type, input index) of integer operands that only say the output's
 shape: with the output's shape known, their values are not needed."""
-
-INDEX_OPERANDS = {
-    "shape",
-    "axes",
-    "starts",
-    "ends",
-    "steps",
-    "split",
-    "pads",
-    "repeats",
-    "sizes",
-    "scales",
-    "roi",
-    "input",
-}
-"""Schema names of integer inputs that are compile-time operands when they
-are constants (`ConstantOfShape`'s `input` is its shape)."""
-
 
 INTEGER_DATA_OPS = BOOL_OPS | frozenset(
     {
@@ -139,13 +122,10 @@ def _integer_input_error(imp: Importer, vi: onnx.ValueInfoProto, elem: str) -> O
         pos, n, k = users[0]
         index, op_type = imp.source(n, pos)
         ref = (index, n.name or f"{n.op_type}_{pos}", op_type or n.op_type)
-        formal = _formal(imp, n, k)
+        formal = formal_name(n, k, imp.opset)
         role = f" ({n.op_type}'s {formal})" if formal else ""
-        if formal in INDEX_OPERANDS:
-            fix = (
-                f"make '{vi.name}' an initializer or Constant: the importer computes "
-                "shapes and indices at compile time"
-            )
+        if is_compile_time(n.op_type, formal):
+            fix = bind_fix(vi.name)
     why = (
         "NEM has no 64-bit integer type (device integers are at most 32 bits)"
         if elem in ("INT64", "UINT64")
@@ -157,15 +137,6 @@ def _integer_input_error(imp: Importer, vi: onnx.ValueInfoProto, elem: str) -> O
     return OnnxImportError(
         f"not supported: input '{vi.name}'{role} has element type {elem}: {why}", imp.file, ref, fix
     )
-
-
-def _formal(imp: Importer, n: onnx.NodeProto, k: int) -> str:
-    try:
-        schema = onnx.defs.get_schema(n.op_type, imp.opset, n.domain)
-    except onnx.defs.SchemaError:
-        return ""
-    formals = list(schema.inputs)
-    return formals[min(k, len(formals) - 1)].name if formals else ""
 
 
 def _port(imp: Importer, vi: onnx.ValueInfoProto, name: str, what: str) -> Port:
@@ -264,8 +235,12 @@ def _convert_node(imp: Importer, node: Node, poisoned: set[str]) -> OnnxImportEr
         poisoned.update(o for o in node.outputs if o)
         return None  # its inputs come from a node already reported
     ints = [
-        i for i in node.inputs if i in imp.vals and isinstance(imp.vals[i].elem, ir.IntegerType)
-    ]
+        i
+        for k, i in enumerate(node.inputs)
+        if i in imp.vals
+        and isinstance(imp.vals[i].elem, ir.IntegerType)
+        and not is_compile_time(proto.op_type, formal_name(proto, k, imp.opset))
+    ]  # an index operand computed at run time is the converter's located error
     if ints and proto.op_type not in INTEGER_DATA_OPS:
         return imp.error(
             f"not supported: {proto.op_type} of integer data ('{ints[0]}', "

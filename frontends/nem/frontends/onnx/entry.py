@@ -9,12 +9,14 @@ module and the steps before conversion need only `onnx`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import onnx
 
 from nem.dialect.limits import DEFAULT_MAX_NODES, MAX_MODEL_BYTES
+from nem.frontends.onnx.bind import bind_inputs
 from nem.frontends.onnx.diagnostics import OnnxImportError, OnnxImportErrors
 from nem.frontends.onnx.prepare import NOT_SIMPLIFIED, ShapeInferenceError, prepare
 from nem.frontends.onnx.validate import check_inferred, load_model, tensors, validate
@@ -38,6 +40,7 @@ def import_onnx(
     demote_i64: bool = True,
     max_nodes: int = DEFAULT_MAX_NODES,
     max_model_bytes: int = MAX_MODEL_BYTES,
+    bind: Mapping[str, object] | None = None,
 ) -> ImportedModel:
     """Import an ONNX model (a path or a `ModelProto`, which is not modified)
     as linalg on tensors: prepared (D-COMPILE-SIMPLIFY; `simplify=False`
@@ -47,7 +50,8 @@ def import_onnx(
     `softmax_types` is one `linalg.softmax` (D-COMPILE-SOFTMAX), else its
     decomposition.  The model is validated first (D-COMPILE-VALIDATE): at
     most `max_nodes` nodes, a file of at most `max_model_bytes` with its
-    external data."""
+    external data.  The graph inputs named in `bind` are constants of
+    the given values (D-COMPILE-BIND)."""
     if isinstance(model, onnx.ModelProto):
         proto, where = model, file or "<model>"
         unloaded = [
@@ -64,6 +68,8 @@ def import_onnx(
         where = file or path
         proto = load_model(path, where, max_model_bytes)
     validate(proto, where, max_nodes)
+    if bind:
+        proto = bind_inputs(proto, bind, where)
 
     early: list[OnnxImportError] = []
 

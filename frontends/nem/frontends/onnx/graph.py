@@ -43,6 +43,7 @@ from mlir import ir
 
 from nem.dialect.elements import ELEM_DTYPES
 from nem.frontends.onnx import emit
+from nem.frontends.onnx.bind import bind_fix
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError
 
 NHWC = (0, 2, 3, 1)
@@ -455,11 +456,19 @@ class Importer:
         if c is None:
             raise self.error(
                 f"not supported: {node.op_type} {what} '{name}' computed at run time",
-                fix=f"make the {what} an initializer or Constant, or "
-                "compute it from static shapes only (the importer folds those, "
-                "D-COMPILE-SIMPLIFY)",
+                fix=self.run_time_fix(name, what),
             )
         return [int(v) for v in c.reshape(-1)]
+
+    def run_time_fix(self, name: str, what: str) -> str:
+        """How to make the compile-time operand `name` known: a graph input
+        is bound (D-COMPILE-BIND), any other value computed from constants."""
+        if any(i.name == name for i in self.graph.input):
+            return bind_fix(name)
+        return (
+            f"make the {what} an initializer or Constant, or compute it from static "
+            "shapes only (the importer folds those, D-COMPILE-SIMPLIFY)"
+        )
 
     # ---------------------------------------------------------- values
     def has(self, name: str) -> bool:

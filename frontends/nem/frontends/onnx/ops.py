@@ -188,7 +188,7 @@ def clip(imp: Importer, node: Node) -> None:
             if c is None or c.size != 1:
                 raise imp.error(
                     f"not supported: Clip bound '{name}' computed at run time",
-                    fix="make min/max initializers or Constant nodes",
+                    fix=imp.run_time_fix(name, "bound"),
                 )
             bounds.append(float(c.reshape(())))
         lo, hi = bounds

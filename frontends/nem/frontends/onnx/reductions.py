@@ -306,7 +306,7 @@ def _topk_k(imp: Importer, node: Node, axis: int, n: int) -> int:
             raise imp.error(
                 "not supported: TopK with a k computed at run time and no declared output "
                 "shape (the output's shape would depend on the data)",
-                fix="make k a constant (an initializer), or declare the output's shape",
+                fix=imp.run_time_fix(node.input(1), "k") + ", or declare the output's shape",
             )
         ks = [shape[axis]]
     if len(ks) != 1 or not 1 <= ks[0] <= n:

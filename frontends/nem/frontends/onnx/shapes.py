@@ -368,7 +368,7 @@ def pad(imp: Importer, node: Node) -> None:
             if cv is None:
                 raise imp.error(
                     f"not supported: Pad value '{node.input(2)}' computed at run time",
-                    fix="make the value an initializer or Constant",
+                    fix=imp.run_time_fix(node.input(2), "value"),
                 )
             value = float(cv.reshape(-1)[0]) if cv.size else 0.0
     axes = imp.const_ints(node, 3, "axes") or list(range(x.rank))
