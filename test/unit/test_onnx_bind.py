@@ -143,3 +143,14 @@ def test_nem_compile_binds_from_the_command_line(tmp_path):
     assert bad.returncode == 2 and "--bind: expected NAME=VALUES" in bad.stderr
     unbound = tool("nem-compile", str(src), "-o", str(out), "--bind", "axes=1", ok=False)
     assert unbound.returncode == 1 and "--bind starts=VALUES" in unbound.stderr
+
+
+def test_bisect_runs_onnxruntime_on_the_bound_model():
+    from nem.compile.bisect import bisect
+    from nem.compile.options import CompileOptions
+
+    b = bisect(_index_inputs_model(), CompileOptions(bind=tuple(BOUND.items())))
+    assert b.compile_error is None and b.culprit is None
+    assert [s.status for s in b.steps if s.status][:3] == ["ok"] * 3  # import, bufferize, tile
+    bad = bisect(_index_inputs_model(), CompileOptions(bind=(("nope", 1),)))
+    assert "cannot bind 'nope'" in (bad.compile_error or "")
