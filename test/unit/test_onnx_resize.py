@@ -1,14 +1,15 @@
-"""ONNX Resize, nearest upsampling by whole factors (D-COMPILE-RESIZE):
-compiled, run race-free under random schedules and compared with
-onnxruntime; the variants whose output is not a whole repetition of each
-element are refused at the node."""
+"""ONNX Resize (D-COMPILE-RESIZE): nearest upsampling by whole factors (a
+copy) and every other float Resize (one product per resized axis with
+ONNX's reference weights), compiled, run race-free under random schedules
+and compared with onnxruntime; tf_crop_and_resize and unknown modes are
+refused at the node."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from compile_runs import graph_model, run_api
-from onnx import helper, numpy_helper
+from compile_runs import graph_model, run_api, typed_model
+from onnx import TensorProto, helper, numpy_helper
 
 from nem.compile import CompileError, compile_onnx
 
@@ -61,21 +62,83 @@ def test_nearest_upsampling_matches_onnxruntime(case):
     run_api(CASES[case]())
 
 
+WEIGHTED = {
+    "align_corners nearest 2x2": (
+        {"coordinate_transformation_mode": "align_corners"},
+        [1, 1, 2, 2],
+    ),
+    "asymmetric round_prefer_floor": (
+        {"coordinate_transformation_mode": "asymmetric"},
+        [1, 1, 2, 2],
+    ),
+    "half_pixel floor": ({"nearest_mode": "floor"}, [1, 1, 2, 2]),
+    "nearest 1.5": ({}, [1, 1, 1.5, 2]),
+    "nearest 0.5 (downsampling)": ({}, [1, 1, 0.5, 0.5]),
+    "linear 2x2 (a U-Net's bilinear upsampling)": ({"mode": "linear"}, [1, 1, 2, 2]),
+    "linear align_corners 1.5x3": (
+        {"mode": "linear", "coordinate_transformation_mode": "align_corners"},
+        [1, 1, 1.5, 3],
+    ),
+    "linear antialias 0.6": ({"mode": "linear", "antialias": 1}, [1, 1, 0.6, 0.5]),
+    "cubic 2x2": ({"mode": "cubic"}, [1, 1, 2, 2]),
+    "cubic exclude_outside, coeff -0.5": (
+        {"mode": "cubic", "exclude_outside": 1, "cubic_coeff_a": -0.5},
+        [1, 1, 0.8, 1.7],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WEIGHTED))
+def test_weighted_resizes_match_onnxruntime(case):
+    """Each reads other input indices than `i // k`, or several: one matrix
+    product per resized axis with ONNX's reference weights, raised to a NEM
+    matmul (D-COMPILE-RESIZE)."""
+    attrs, scales = WEIGHTED[case]
+    result = run_api(resize_model(["", "sc"], [floats("sc", scales)], opset=18, **attrs))
+    assert "matmul" in result.nem or "gemm" in result.nem
+
+
+def test_a_resize_of_every_axis_matches_onnx_reference():
+    """Linear over the batch and channel axes too (onnxruntime takes only
+    the spatial ones: onnx's reference evaluator is the oracle)."""
+    from onnx.reference import ReferenceEvaluator
+
+    model = resize_model(["", "sc"], [floats("sc", [2, 1.5, 0.5, 1.25])], mode="linear")
+    run_api(model, reference=lambda ins: dict(zip(["y"], ReferenceEvaluator(model).run(None, ins))))
+
+
+def test_a_resize_after_a_conv_in_f16_matches_onnxruntime():
+    """Linear upsampling of a convolution's output (NHWC-kept, D-COMPILE-LAYOUT),
+    in f16."""
+    w = numpy_helper.from_array(
+        (np.random.default_rng(0).standard_normal((4, 3, 3, 3)) / 4).astype(np.float16), "w"
+    )
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Resize", ["c", "", "sc"], ["y"], mode="linear"),
+    ]
+    sc = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc")
+    model = typed_model(
+        nodes,
+        [("x", TensorProto.FLOAT16, [1, 3, 6, 6])],
+        [("y", TensorProto.FLOAT16, None)],
+        [w, sc],
+    )
+    run_api(model)
+
+
 @pytest.mark.parametrize(
-    ("attrs", "scales", "why"),
+    ("attrs", "why"),
     [
-        ({"coordinate_transformation_mode": "align_corners"}, [1, 1, 2, 2], "align_corners"),
-        ({"coordinate_transformation_mode": "asymmetric"}, [1, 1, 2, 2], "round_prefer_floor"),
-        ({"nearest_mode": "floor"}, [1, 1, 2, 2], "nearest_mode floor"),
-        ({}, [1, 1, 1.5, 2], "Resize by 1.5 on axis 2"),
-        ({}, [1, 1, 0.5, 0.5], "Resize by 0.5 on axis 2"),
+        ({"coordinate_transformation_mode": "tf_crop_and_resize"}, "tf_crop_and_resize"),
+        ({"mode": "area"}, "Resize mode 'area' is not one of"),
     ],
 )
-def test_other_resizes_are_refused_at_the_node(attrs, scales, why):
-    """Each of these reads input indices other than `i // k` (or is not a
-    whole upsampling): an error at the node, never another function."""
-    model = resize_model(["", "sc"], [floats("sc", scales)], **attrs)
+def test_other_resizes_are_refused_at_the_node(attrs, why):
+    """tf_crop_and_resize's extrapolated outputs are not a weighted sum of
+    the input: an error at the node, never another function."""
+    model = resize_model(["", "sc"], [floats("sc", [1, 1, 2, 2])], **attrs)
     with pytest.raises(CompileError) as e:
         compile_onnx(model, device="npm_pro_x1")
     text = str(e.value)
-    assert "node 0 'up' (Resize): error: not supported" in text and why in text, text
+    assert "node 0 'up' (Resize): error:" in text and why in text, text

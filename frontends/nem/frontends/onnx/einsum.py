@@ -24,7 +24,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg
 
 from nem.frontends.onnx import emit
-from nem.frontends.onnx.graph import Importer, Node, TensorVal
+from nem.frontends.onnx.graph import Importer, Node
 from nem.frontends.onnx.ops import is_f16
 
 _SPARE = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -34,19 +34,25 @@ for their own; upper case letters are spares unless the equation uses them)."""
 
 def einsum(imp: Importer, node: Node) -> None:
     """The converter of `Einsum` (module docstring)."""
-    xs = [imp.tensor(n) for n in node.inputs if n]
+    xs = [imp.logical(imp.tensor(n)) for n in node.inputs if n]
     equation = node.attrs.get("equation", b"")
     text = equation.decode() if isinstance(equation, bytes) else str(equation)
     terms, out = _parse(imp, text, xs)
+    imp.define(node.outputs[0], contract(imp, terms, out, xs))
+
+
+def contract(imp: Importer, terms: Sequence[str], out: str, xs: Sequence[ir.Value]) -> ir.Value:
+    """The sum of products of `xs` (logical tensors, indexed by `terms`)
+    over the letters not in `out`: one matmul where it is a (batched)
+    matrix product, else one `linalg.generic` (module docstring); Resize's
+    per-axis weights use it too (D-COMPILE-RESIZE)."""
     sizes = _sizes(imp, terms, xs)
     if len(xs) == 2 and _is_product(terms, out, xs, sizes):
-        value = _as_matmul(imp, terms, out, xs, sizes)
-    else:
-        value = _as_generic(imp, terms, out, xs, sizes)
-    imp.define(node.outputs[0], value)
+        return _as_matmul(terms, out, xs, sizes)
+    return _as_generic(terms, out, xs, sizes)
 
 
-def _parse(imp: Importer, equation: str, xs: Sequence[TensorVal]) -> tuple[list[str], str]:
+def _parse(imp: Importer, equation: str, xs: Sequence[ir.Value]) -> tuple[list[str], str]:
     """Each operand's letters (`...` spelled with spare letters) and the
     output's (implicit: the letters used once, alphabetical, after `...`)."""
     eq = equation.replace(" ", "")
@@ -55,17 +61,18 @@ def _parse(imp: Importer, equation: str, xs: Sequence[TensorVal]) -> tuple[list[
     if len(terms) != len(xs):
         raise imp.error(f"Einsum equation '{equation}' has {len(terms)} operands, not {len(xs)}")
     spares = [c for c in _SPARE if c not in eq]
+    ranks = [len(emit.shape_of(x)) for x in xs]
     ellipsis = max(
-        (x.rank - len(t.replace("...", "")) for t, x in zip(terms, xs) if "..." in t), default=0
+        (r - len(t.replace("...", "")) for t, r in zip(terms, ranks) if "..." in t), default=0
     )
     dots = "".join(spares[:ellipsis])
     spelled = []
-    for t, x in zip(terms, xs):
+    for t, rank in zip(terms, ranks):
         if "..." in t:
-            own = x.rank - len(t.replace("...", ""))
+            own = rank - len(t.replace("...", ""))
             t = t.replace("...", dots[ellipsis - own :] if own else "")
-        if len(t) != x.rank or not all(c.isalpha() for c in t):
-            raise imp.error(f"Einsum term '{t}' does not index an operand of rank {x.rank}")
+        if len(t) != rank or not all(c.isalpha() for c in t):
+            raise imp.error(f"Einsum term '{t}' does not index an operand of rank {rank}")
         spelled.append(t)
     if arrow:
         out = rhs.replace("...", dots)
@@ -78,11 +85,11 @@ def _parse(imp: Importer, equation: str, xs: Sequence[TensorVal]) -> tuple[list[
     return spelled, out
 
 
-def _sizes(imp: Importer, terms: Sequence[str], xs: Sequence[TensorVal]) -> dict[str, int]:
+def _sizes(imp: Importer, terms: Sequence[str], xs: Sequence[ir.Value]) -> dict[str, int]:
     """Each letter's size; a size-1 dimension broadcasts against a larger one."""
     sizes: dict[str, int] = {}
     for t, x in zip(terms, xs):
-        for c, s in zip(t, x.shape):
+        for c, s in zip(t, emit.shape_of(x)):
             old = sizes.get(c, 1)
             if s != old and 1 not in (s, old):
                 raise imp.error(f"Einsum index '{c}' has sizes {old} and {s}")
@@ -91,7 +98,7 @@ def _sizes(imp: Importer, terms: Sequence[str], xs: Sequence[TensorVal]) -> dict
 
 
 def _is_product(
-    terms: Sequence[str], out: str, xs: Sequence[TensorVal], sizes: dict[str, int]
+    terms: Sequence[str], out: str, xs: Sequence[ir.Value], sizes: dict[str, int]
 ) -> bool:
     """Whether two operands form a (batched) matrix product (module docstring)."""
     a, b = terms
@@ -99,12 +106,12 @@ def _is_product(
         len(set(a)) == len(a)
         and len(set(b)) == len(b)
         and all(c in out or (c in a and c in b) for c in a + b)
-        and all(s == sizes[c] for t, x in zip(terms, xs) for c, s in zip(t, x.shape))
+        and all(s == sizes[c] for t, x in zip(terms, xs) for c, s in zip(t, emit.shape_of(x)))
     )
 
 
 def _as_matmul(
-    imp: Importer, terms: Sequence[str], out: str, xs: Sequence[TensorVal], sizes: dict[str, int]
+    terms: Sequence[str], out: str, xs: Sequence[ir.Value], sizes: dict[str, int]
 ) -> ir.Value:
     a, b = terms
     batch = [c for c in out if c in a and c in b]
@@ -115,15 +122,14 @@ def _as_matmul(
     def count(letters: Sequence[str]) -> int:
         return int(np.prod([sizes[c] for c in letters]))
 
-    def arrange(x: TensorVal, term: str, order: Sequence[str], shape: Sequence[int]) -> ir.Value:
-        v = imp.logical(x)
+    def arrange(v: ir.Value, term: str, order: Sequence[str], shape: Sequence[int]) -> ir.Value:
         perm = [term.index(c) for c in order]
         if perm != list(range(len(perm))):
             v = emit.transpose(v, perm)
         return emit.reshape(v, shape)
 
     nb, m, k, n = count(batch), count(rows), count(red), count(cols)
-    elem = xs[0].elem
+    elem = emit.elem_type(xs[0])
     if nb == 1:
         av = arrange(xs[0], a, [*batch, *rows, *red], [m, k])
         bv = arrange(xs[1], b, [*batch, *red, *cols], [k, n])
@@ -139,19 +145,19 @@ def _as_matmul(
 
 
 def _as_generic(
-    imp: Importer, terms: Sequence[str], out: str, xs: Sequence[TensorVal], sizes: dict[str, int]
+    terms: Sequence[str], out: str, xs: Sequence[ir.Value], sizes: dict[str, int]
 ) -> ir.Value:
     summed = sorted({c for t in terms for c in t} - set(out))
     loops = [*out, *summed]
     dim = {c: ir.AffineDimExpr.get(i) for i, c in enumerate(loops)}
     zero = ir.AffineConstantExpr.get(0)
-    elem = xs[0].elem
-    narrow = is_f16(xs[0].value)
+    elem = emit.elem_type(xs[0])
+    narrow = is_f16(xs[0])
     acc_t = ir.F32Type.get() if narrow else elem
     operands = []
     for t, x in zip(terms, xs):
-        exprs = [dim[c] if s == sizes[c] else zero for c, s in zip(t, x.shape)]
-        operands.append((imp.logical(x), ir.AffineMap.get(len(loops), 0, exprs)))
+        exprs = [dim[c] if s == sizes[c] else zero for c, s in zip(t, emit.shape_of(x))]
+        operands.append((x, ir.AffineMap.get(len(loops), 0, exprs)))
     floating = isinstance(elem, ir.FloatType)
     mul, add = (arith.mulf, arith.addf) if floating else (arith.muli, arith.addi)
 

@@ -1,4 +1,5 @@
-"""ONNX Resize: nearest upsampling by whole factors (D-COMPILE-RESIZE).
+"""ONNX Resize (D-COMPILE-RESIZE): a copy where it repeats elements, else
+one product per resized axis with a matrix of ONNX's own weights.
 
 Nearest upsampling of an axis by a whole factor `k` repeats each element
 `k` times (output index `i` reads input index `i // k`) exactly where ONNX's
@@ -13,15 +14,32 @@ coordinate transformation and rounding give that index:
 
 That is one broadcasting copy to `[n0, k0, n1, k1, ...]` and a reshape to
 `[n0 k0, n1 k1, ...]` (as Tile, D-COMPILE-SHAPES, with the repeat inside
-each element rather than around the tensor).  Anything else (linear or
-cubic modes, `align_corners`, other roundings, fractional or downsampling
-factors, sizes kept to an aspect ratio, factors computed at run time) is
-an error naming what, at the node.
+each element rather than around the tensor), exact for any data.
+
+Every other Resize of float data (linear and cubic modes, `align_corners`,
+other roundings, fractional or downsampling factors, `antialias`,
+`exclude_outside`, `cubic_coeff_a`) is linear in its input and separable:
+along each resized axis, output `o` is a weighted sum of input elements
+with weights that depend on the axis' sizes and the attributes only.
+Those weights are computed at compile time by onnx's reference
+implementation itself, resizing the identity matrix along one axis (one
+home for ONNX's semantics: `_axis_weights`), and each resized axis becomes
+one matrix product with them (`einsum.contract`, raised to a NEM matmul).
+`tf_crop_and_resize` (its extrapolated outputs are not a weighted sum),
+sizes kept to an aspect ratio and factors computed at run time are errors
+naming what, at the node (integer data is refused before: Resize is not
+one of `driver.INTEGER_DATA_OPS`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+from mlir import ir
+
 from nem.frontends.onnx import emit
+from nem.frontends.onnx.einsum import contract
 from nem.frontends.onnx.graph import Importer, Node
 
 EXACT = {
@@ -34,8 +52,8 @@ EXACT = {
 factor `k` reads input index `i // k` (module docstring)."""
 
 FIX = (
-    "nearest upsampling by whole factors is supported (coordinate modes "
-    "half_pixel with round_prefer_floor/ceil, or asymmetric with floor)"
+    "Resize of float data in modes nearest, linear and cubic is supported, scales or sizes "
+    "constant, any coordinate_transformation_mode but tf_crop_and_resize"
 )
 
 
@@ -43,50 +61,111 @@ def resize(imp: Importer, node: Node) -> None:
     mode = node.attrs.get("mode", b"nearest")
     transform = node.attrs.get("coordinate_transformation_mode", b"half_pixel")
     rounding = node.attrs.get("nearest_mode", b"round_prefer_floor")
-    if mode != b"nearest":
-        raise imp.error(f"not supported: Resize mode {mode.decode()}", fix=FIX)
-    x = imp.tensor(node.input(0))
-    factors = _factors(imp, node, list(x.shape))
-    if transform == b"tf_crop_and_resize" or (
-        any(k > 1 for k in factors) and rounding not in EXACT.get(transform, ())
-    ):
+    if mode not in (b"nearest", b"linear", b"cubic"):
+        raise imp.error(f"Resize mode '{mode.decode()}' is not one of nearest, linear, cubic")
+    if transform == b"tf_crop_and_resize":
         raise imp.error(
-            "not supported: Resize (nearest) with coordinate_transformation_mode "
-            f"{transform.decode()} and nearest_mode {rounding.decode()}: the output "
-            "does not repeat each element a whole number of times",
+            "not supported: Resize with coordinate_transformation_mode tf_crop_and_resize",
             fix=FIX,
         )
+    x = imp.tensor(node.input(0))
+    scales, out = _sizes(imp, node, list(x.shape))
+    factors = [o // n if o % n == 0 else 0 for n, o in zip(x.shape, out)]
     if all(k == 1 for k in factors):
         imp.vals[node.outputs[0]] = x
         return
-    wide = [d for n, k in zip(x.shape, factors) for d in (n, k)]
-    value = emit.broadcast(imp.logical(x), [2 * d for d in range(x.rank)], wide)
-    imp.define(node.outputs[0], emit.reshape(value, [n * k for n, k in zip(x.shape, factors)]))
+    if mode == b"nearest" and all(
+        k == 1 or (k > 1 and scales[a] in (None, k) and rounding in EXACT.get(transform, ()))
+        for a, k in enumerate(factors)
+    ):
+        wide = [d for n, k in zip(x.shape, factors) for d in (n, k)]
+        value = emit.broadcast(imp.logical(x), [2 * d for d in range(x.rank)], wide)
+        imp.define(node.outputs[0], emit.reshape(value, out))
+        return
+    value = imp.logical(x)
+    letters = "abcdefghijklmnopqrstuvwxy"[: x.rank]
+    for a in range(x.rank):
+        if out[a] == x.shape[a] and scales[a] in (None, 1.0):
+            continue  # the identity on this axis (module docstring)
+        # align_corners maps corners of the output's length: onnxruntime reads
+        # that length where onnx's reference takes input x scale (D-COMPILE-RESIZE)
+        scale = None if transform == b"align_corners" else scales[a]
+        weights = _axis_weights(node, x.shape[a], scale, out[a])
+        dtype = np.float16 if isinstance(x.elem, ir.F16Type) else np.float32
+        w = imp.weight(weights.astype(dtype), f"{node.name}_axis{a}")
+        term = letters[:a] + "z" + letters[a + 1 :]
+        value = contract(imp, [letters, letters[a] + "z"], term, [value, imp.logical(w)])
+    imp.define(node.outputs[0], value)
 
 
-def _factors(imp: Importer, node: Node, shape: list[int]) -> list[int]:
-    """The whole factor of each axis, from `scales` (input 2) or `sizes`
-    (input 3) over the `axes` attribute (opset 18; all axes by default)."""
+def _sizes(imp: Importer, node: Node, shape: list[int]) -> tuple[list[float | None], list[int]]:
+    """Each axis' scale as given (None where `sizes` gives the axis' size)
+    and output size, from `scales` (input 2) or `sizes` (input 3) over the
+    `axes` attribute (opset 18; all axes by default)."""
     rank = len(shape)
     axes = [a + rank if a < 0 else a for a in node.attrs.get("axes", range(rank))]
-    scales = imp.const(node.input(2)) if node.input(2) else None
+    given_scales = imp.const(node.input(2)) if node.input(2) else None
     sizes = imp.const_ints(node, 3, "sizes") if node.input(3) else None
-    if node.input(2) and scales is None:
+    if node.input(2) and given_scales is None:
         imp.const_ints(node, 2, "scales")  # the located "computed at run time" error
-    given: list[float]
-    if scales is not None and scales.size:
-        given = [float(s) for s in scales.reshape(-1)]
+    scales: list[float | None] = [1.0] * rank
+    out = list(shape)
+    if given_scales is not None and given_scales.size:
+        values = [float(s) for s in given_scales.reshape(-1)]
+        if len(values) != len(axes):
+            raise imp.error(f"Resize gives {len(values)} scales for {len(axes)} axes")
+        for a, f in zip(axes, values):
+            if not f > 0:
+                raise imp.error(f"Resize scale {f:g} on axis {a} is not positive")
+            scales[a], out[a] = f, int(np.floor(shape[a] * np.float32(f)))
     elif sizes is not None:
         if node.attrs.get("keep_aspect_ratio_policy", b"stretch") != b"stretch":
             raise imp.error("not supported: Resize sizes with keep_aspect_ratio_policy", fix=FIX)
-        given = [s / shape[a] for s, a in zip(sizes, axes)]
+        if len(sizes) != len(axes):
+            raise imp.error(f"Resize gives {len(sizes)} sizes for {len(axes)} axes")
+        for a, n in zip(axes, sizes):
+            scales[a], out[a] = None, n
     else:
         raise imp.error("Resize needs scales or sizes")
-    if len(given) != len(axes):
-        raise imp.error(f"Resize gives {len(given)} factors for {len(axes)} axes")
-    factors = [1] * rank
-    for a, f in zip(axes, given):
-        if f < 1 or not float(f).is_integer():
-            raise imp.error(f"not supported: Resize by {f:g} on axis {a}", fix=FIX)
-        factors[a] = int(f)
-    return factors
+    if min(out) < 1:
+        raise imp.error(f"not supported: Resize to an empty output {out}")
+    return scales, out
+
+
+WEIGHT_ATTRIBUTES = (
+    "mode",
+    "coordinate_transformation_mode",
+    "nearest_mode",
+    "cubic_coeff_a",
+    "exclude_outside",
+    "antialias",
+)
+"""The attributes a resized axis' weights depend on (with its sizes)."""
+
+
+def _axis_weights(node: Node, n: int, scale: float | None, out: int) -> np.ndarray:
+    """The `[n, out]` weights of one resized axis: column `o` holds what
+    output `o` sums of each input element, ONNX's reference implementation
+    resizing the `n x n` identity along its second axis (in f64)."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    attrs = {k: node.attrs[k] for k in WEIGHT_ATTRIBUTES if k in node.attrs}
+    given = (
+        numpy_helper.from_array(np.array([scale], np.float32), "s")
+        if scale is not None
+        else numpy_helper.from_array(np.array([out], np.int64), "s")
+    )
+    inputs = ["x", "", "s"] if scale is not None else ["x", "", "", "s"]
+    graph = helper.make_graph(
+        [helper.make_node("Resize", inputs, ["y"], axes=[1], **attrs)],
+        "axis",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [n, n])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
+        [given],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    outputs: Any = ReferenceEvaluator(model).run(None, {"x": np.eye(n)})
+    weights = np.asarray(outputs[0])
+    assert weights.shape == (n, out), (weights.shape, n, out)
+    return weights
