@@ -177,11 +177,18 @@ def tile(b: Builder) -> None:
 def resize(b: Builder) -> None:
     """Nearest upsampling by whole factors (D-COMPILE-RESIZE), given as int64
     `sizes` (float `scales` would be a float value of another type than
-    the model's), in the default coordinate mode or asymmetric + floor."""
+    the model's), in the default coordinate mode or asymmetric + floor; or
+    on a 4-D value, linear or cubic to any sizes of its last two axes (the
+    forms onnxruntime takes), a product per axis with ONNX's weights."""
     x = b.pick_or_new(lambda v: 1 <= v.rank and v.size <= 512, b.shape)
     sizes = [d * b.rng.choice((1, 1, 2, 3)) for d in x.shape]
     modes = {}
-    if b.rng.random() < 0.3:
+    if x.rank == 4 and b.rng.random() < 0.4:
+        sizes = [*x.shape[:2], *(b.rng.choice((max(1, d // 2), d + 1, 2 * d)) for d in x.shape[2:])]
+        modes = {"mode": b.rng.choice(("linear", "cubic"))}
+        if b.rng.random() < 0.3:
+            modes["coordinate_transformation_mode"] = "align_corners"
+    elif b.rng.random() < 0.3:
         modes = {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
     b.add("Resize", [x.name, "", "", b.ints(sizes)], pos=x.pos, **modes)
 
