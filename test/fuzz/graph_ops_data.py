@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 from graph_gen import Builder, Skip, Val
-from graph_operands import RARE, axis, broadcasts, op, partner_shape
+from graph_operands import RARE, axis, broadcasts, nchw, op, partner_shape
 from onnx import TensorProto, numpy_helper
 
 
@@ -180,10 +180,14 @@ def resize(b: Builder) -> None:
     the model's), in the default coordinate mode or asymmetric + floor; or
     on a 4-D value, linear or cubic to any sizes of its last two axes (the
     forms onnxruntime takes), a product per axis with ONNX's weights."""
-    x = b.pick_or_new(lambda v: 1 <= v.rank and v.size <= 512, b.shape)
+    weighted = b.rng.random() < 0.4
+    if weighted:
+        x = b.pick_or_new(lambda v: v.rank == 4 and v.size <= 1024, lambda: nchw(b))
+    else:
+        x = b.pick_or_new(lambda v: 1 <= v.rank and v.size <= 512, b.shape)
     sizes = [d * b.rng.choice((1, 1, 2, 3)) for d in x.shape]
     modes = {}
-    if x.rank == 4 and b.rng.random() < 0.4:
+    if weighted:
         sizes = [*x.shape[:2], *(b.rng.choice((max(1, d // 2), d + 1, 2 * d)) for d in x.shape[2:])]
         modes = {"mode": b.rng.choice(("linear", "cubic"))}
         if b.rng.random() < 0.3:
