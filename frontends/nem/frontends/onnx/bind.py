@@ -48,6 +48,8 @@ OP_OPERANDS = frozenset(
         ("Pad", "constant_value"),
         ("TopK", "K"),
         ("CumSum", "axis"),
+        ("Dropout", "ratio"),
+        ("Dropout", "training_mode"),
     }
 )
 """(op type, schema name) of the other compile-time operands: a name that

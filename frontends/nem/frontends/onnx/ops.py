@@ -245,6 +245,40 @@ def identity(imp: Importer, node: Node) -> None:
     imp.vals[node.outputs[0]] = imp.tensor(node.input(0))
 
 
+def dropout(imp: Importer, node: Node) -> None:
+    """Inference Dropout: the identity, its mask (an optional second output)
+    all true (D-COMPILE-BOOL: i32 ones).  Training mode with a nonzero
+    ratio draws random numbers: not supported.  `ratio` and
+    `training_mode` (inputs 1 and 2 from opset 12, D-COMPILE-BIND; the
+    `ratio` attribute before) are read at compile time."""
+    ratio = float(node.attrs.get("ratio", 0.5))
+    training = False
+    for k, what in ((1, "ratio"), (2, "training_mode")):
+        name = node.input(k)
+        if not name:
+            continue
+        c = imp.const(name)
+        if c is None or c.size != 1:
+            raise imp.error(
+                f"not supported: Dropout {what} '{name}' computed at run time",
+                fix=imp.run_time_fix(name, what),
+            )
+        if k == 1:
+            ratio = float(c.reshape(()))
+        else:
+            training = bool(c.reshape(()))
+    if training and ratio != 0.0:
+        raise imp.error(
+            f"not supported: Dropout in training mode with ratio {ratio:g}: its output is random",
+            fix="export the model for inference (training_mode false), or use ratio 0",
+        )
+    x = imp.tensor(node.input(0))
+    imp.vals[node.outputs[0]] = x
+    if len(node.outputs) > 1 and node.outputs[1]:
+        i32 = ir.IntegerType.get_signless(32)
+        imp.define(node.outputs[1], emit.fill(list(x.shape), i32, 1))
+
+
 CONSTANT_FORMS = {
     "value": None,
     "value_float": np.float32,
