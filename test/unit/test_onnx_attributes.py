@@ -53,3 +53,33 @@ def test_defaults_written_out_and_ignorable_attributes_compile():
 @pytest.mark.parametrize(("op", "name"), sorted(IGNORED_ATTRIBUTES))
 def test_each_ignored_attribute_is_an_attribute_of_its_op(op, name):
     assert name in onnx.defs.get_schema(op).attributes
+
+
+def test_an_input_the_converter_never_looks_at_is_an_error_at_the_node(monkeypatch):
+    """Inputs too (session 29): Dropout's converter was the identity, which
+    never looked at `training_mode`, and a training-mode Dropout compiled
+    as the identity.  With that converter back, the guard refuses the
+    node instead of compiling it."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from nem.frontends.onnx import converters
+    from nem.frontends.onnx.ops import identity
+
+    monkeypatch.setitem(converters.CONVERTERS, "Dropout", identity)
+    g = helper.make_graph(
+        [helper.make_node("Dropout", ["x", "r", "t"], ["y"], name="drop")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+        [
+            numpy_helper.from_array(np.array(0.5, np.float32), "r"),
+            numpy_helper.from_array(np.array(True), "t"),
+        ],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with pytest.raises(CompileError) as e:
+        compile_onnx(model, device="npm_pro_x1")
+    text = str(e.value)
+    assert "node 0 'drop' (Dropout): error: not supported: Dropout input 1 'r' (ratio)" in text
+    assert "the importer does not read it (D-COMPILE-ATTRS)" in text

@@ -250,10 +250,23 @@ def _convert_node(imp: Importer, node: Node, poisoned: set[str]) -> OnnxImportEr
         )
     try:
         imp.check_operand_types(node)
+        node.read_inputs.clear()
         with node.location(imp.file):
             conv(imp, node)
     except OnnxImportError as e:
         return e
+    ignored = [
+        (k, name) for k, name in enumerate(proto.input) if name and k not in node.read_inputs
+    ]
+    if ignored:
+        k, name = ignored[0]
+        formal = formal_name(proto, k, imp.opset)
+        return imp.error(
+            f"not supported: {proto.op_type} input {k} '{name}'"
+            + (f" ({formal})" if formal else "")
+            + ": the importer does not read it (D-COMPILE-ATTRS)",
+            fix=f"remove the input '{name}', if the model allows",
+        )
     unread = unread_attributes(node, imp.opset)
     if unread:
         name, value = unread[0]

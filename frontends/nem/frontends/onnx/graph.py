@@ -273,6 +273,9 @@ class Node:
     source_op_type: str | None = None
     """The op type of the user's node (a Conv the simplifier rebuilt, or a
     Flatten it made a Reshape, is named as the user wrote it)."""
+    read_inputs: set[int] = field(default_factory=set)
+    """The positions of the inputs its converter looked at (`input`,
+    `inputs`): one never looked at is refused (D-COMPILE-ATTRS)."""
 
     @property
     def op_type(self) -> str:
@@ -284,6 +287,7 @@ class Node:
 
     @property
     def inputs(self) -> list[str]:
+        self.read_inputs.update(range(len(self.proto.input)))
         return list(self.proto.input)
 
     @property
@@ -291,6 +295,7 @@ class Node:
         return list(self.proto.output)
 
     def input(self, k: int) -> str:
+        self.read_inputs.add(k)
         return self.proto.input[k] if k < len(self.proto.input) else ""
 
     def ref(self) -> NodeRef:
