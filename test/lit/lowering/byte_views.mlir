@@ -35,6 +35,8 @@
 // RUN: not nem-opt %s -p 'lower-to-nem{device=npm_pro_x1 pipeline-tiles=true}' 2>&1 | filecheck %s --check-prefix=PIPE
 // PIPE: byte_views.mlir:{{[0-9]+}}:5: error: cannot lower 'memref.view': not supported: memref.view at byte offset 26*Mod(inner=1*i + 0, m=2) + 0 that is not a multiple of the element size (4 bytes) (D-LOW-VIEW)
 // RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1 entry=promoted}' -t nem | filecheck %s --check-prefix=PROM
+// The pass's output is the conversion's input as it is (printed, parsed again):
+// RUN: nem-opt %s -p 'nem-rewrite-views{entry=promoted}' | nem-opt -p 'convert-affine-to-nem{device=npm_pro_x1 entry=promoted}' -t nem | filecheck %s --check-prefix=PROM
 // PROM: buffer a : L1[0] (size=3072, align=64)
 // PROM: transfer.sync(dst=region(a, 0, 3072) elem=f32, shape=[16, 48], layout=MN, src=region(x, i * 3072, 3072) elem=f32, shape=[16, 48], layout=MN)
 func.func @slots(%x: memref<4x6xf32>, %y: memref<4x6xf32>) {
