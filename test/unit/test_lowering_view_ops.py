@@ -1,13 +1,13 @@
 """`nem-rewrite-views` (D-LOW-VIEW-OP): `memref.cast`, `memref.collapse_shape`,
-`memref.expand_shape`, `memref.reinterpret_cast` and (session 27)
-`memref.subview` leave the conversion's table for rewrite patterns
+`memref.expand_shape`, `memref.reinterpret_cast`, (session 27)
+`memref.subview` and (session 29) `memref.view` leave the conversion's table for rewrite patterns
 to one op, `nem_lowering.view`, which the conversion lowers by one handler
 (issue 36 item 1).
 
 The differential test across that rewrite: `lower-to-nem` prints the same
 `.nem` and the same remarks or errors with the pass as with the conversion's
 old handlers (kept below) and no pass, on every lowering input that has one
-of the three ops (the lit inputs of the lowering), and
+of the ops (the lit inputs of the lowering), and
 `nem-compile` of the ONNX samples gives the same `.nem`; every other input
 is left unchanged by the pass, so its output cannot change.  The pass is
 not vacuous (the inputs' ops become views), keeps the ops of pure nests,
@@ -21,7 +21,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from lowering_diff import INPUTS, LIT_MLIR, MLIR_INPUTS, Outcome, before, entries_in, lower
+from lowering_diff import (
+    INPUTS,
+    LIT_MLIR,
+    MLIR_INPUTS,
+    Outcome,
+    Steps,
+    before,
+    entries_in,
+    lower,
+)
 from xdsl.context import Context
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp
@@ -34,7 +43,7 @@ from nem.frontends.upstream_dialects import parse_mlir
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.handlers import HANDLERS
-from nem.passes.lowering.memref_views import const_sizes
+from nem.passes.lowering.memref_views import byte_view, const_sizes
 from nem.passes.lowering.passes import PreparedConversionPass
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.reshape import collapsed, expanded
@@ -48,6 +57,7 @@ VIEW_OPS = (
     memref.ExpandShapeOp,
     memref.ReinterpretCastOp,
     memref.SubviewOp,
+    memref.ViewOp,
 )
 
 
@@ -139,8 +149,20 @@ def _old_subview(lw: Lowering, op: memref.SubviewOp, st: BlockState) -> None:
     ctx.views[op.result] = replace(src, shape=shape, strides=strides, base=base)
 
 
+def _old_view(lw: Lowering, op: memref.ViewOp, st: BlockState) -> None:
+    # (ea06b7df: memref_views.lower_view)
+    ctx = lw.ctx
+    rt = op.result.type
+    assert isinstance(rt, MemRefType)
+    shape = const_sizes(ctx, op, rt.get_shape(), op.sizes)
+    ctx.views[op.result] = byte_view(
+        op, ctx.view(op.source, op), ctx.index(op.byte_shift, op), rt.element_type, shape
+    )
+
+
 OLD: dict[type[Operation], Handler] = {
     **HANDLERS,
+    memref.ViewOp: _old_view,
     memref.SubviewOp: _old_subview,
     memref.CastOp: _old_cast,
     memref.CollapseShapeOp: _old_collapse,
@@ -444,7 +466,66 @@ subview of a `memref.view` whose sizes are `arith.constant`s."""
 
 def test_a_subview_of_a_promoted_view_is_row_major_on_its_constants() -> None:
     count, _, left, after = _view_ops(PROMOTED, "main")
-    assert (count, left) == (2, 0) and "strides = array<i64: 48, 1>" in after
+    assert (count, left) == (3, 0) and "strides = array<i64: 48, 1>" in after
     nem, diags = lower(PROMOTED, "main")
     assert nem is not None, diags
     assert (nem, diags) == lower(PROMOTED, "main", _before)
+
+
+def test_a_memref_view_becomes_a_byte_view() -> None:
+    """`memref.view` (session 29): a byte view of its source at its byte
+    shift, its sizes operands (no strides: row-major where lowered)."""
+    _, _, _, after = _view_ops(PROMOTED, "main")
+    (line,) = [x for x in after.splitlines() if x.strip().startswith("%v =")]
+    assert line.strip() == (
+        '%v = "nem_lowering.view"(%a, %c0, %c16, %c48) <{shape = array<i64: '
+        f"{DYNAMIC_INDEX}, {DYNAMIC_INDEX}>, bytes, replaces = "
+        '"memref.view", base = affine_map<(d0) -> (d0)>}> : (memref<3072xi8, 2 : i64>, index, '
+        "index, index) -> memref<?x?xf32, 2 : i64>"
+    )
+
+
+SLOTS = """
+func.func @main(%x: memref<4x6xf32>, %y: memref<4x6xf32>) {
+  %c0 = arith.constant 0 : index
+  affine.for %i = 0 to 4 {
+    %a = memref.alloc() : memref<26xi8, 2>
+    %v = memref.view %a[%c0][] : memref<26xi8, 2> to memref<1x6xf32, 2>
+    %s = memref.subview %x[%i, 0] [1, 6] [1, 1] : memref<4x6xf32> to memref<1x6xf32, strided<[6, 1], offset: ?>>
+    %d = memref.subview %y[%i, 0] [1, 6] [1, 1] : memref<4x6xf32> to memref<1x6xf32, strided<[6, 1], offset: ?>>
+    memref.copy %s, %v : memref<1x6xf32, strided<[6, 1], offset: ?>> to memref<1x6xf32, 2>
+    memref.copy %v, %d : memref<1x6xf32, 2> to memref<1x6xf32, strided<[6, 1], offset: ?>>
+    memref.dealloc %a : memref<26xi8, 2>
+  }
+  return
+}
+"""
+"""A byte view at byte 0 of a tile loop's 26-byte allocation: aligned, but
+with `pipeline-tiles` the allocation is two slots, the second at byte 26,
+which only the conversion knows (the view's base is the slot's)."""
+
+
+def _pipelined(steps: Steps) -> Steps:
+    return tuple(
+        replace(p, pipeline_tiles=True) if isinstance(p, PreparedConversionPass) else p
+        for p in steps
+    )
+
+
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_a_byte_views_alignment_is_checked_where_it_is_lowered(pipelined: bool) -> None:
+    """The pattern leaves the alignment check to the conversion, which reads
+    the slot's base: the same outcome as the old handler's either way."""
+    edit = _pipelined if pipelined else None
+    nem, diags = lower(SLOTS, "main", edit)
+    assert (nem, diags) == lower(SLOTS, "main", lambda s: _before(_pipelined(s) if edit else s))
+    if not pipelined:
+        assert nem is not None and "region(a, 0, 24" in nem, diags
+    else:
+        ((_, message, loc, _),) = diags
+        assert nem is None and loc.endswith(":6:5"), loc
+        assert message == (
+            "cannot lower 'memref.view': not supported: memref.view at byte offset "
+            "26*Mod(inner=1*i + 0, m=2) + 0 that is not a multiple of the element size "
+            "(4 bytes) (D-LOW-VIEW)"
+        )

@@ -14,7 +14,21 @@ the first index operands: a subview's offsets, session 27); a size of
 conversion needs constant where it lowers the view (a peeled tile,
 D-LOW-PEEL).  Without a layout, `source`'s own (what a
 `memref.cast` is: the same view whatever its type says, also of a source
-whose sizes are known only where the conversion lowers it, a peeled tile).  The result type is the replaced op's own: users keep
+whose sizes are known only where the conversion lowers it, a peeled tile).
+
+A byte view (`bytes`, a `memref.view`, session 29) re-reads a 1-D buffer of
+1-byte elements as another element type: its `base` counts bytes, its
+`shape` is row-major (no `strides`: they are the sizes' where the view is
+lowered, a `?` size being known there only), and the conversion checks
+where it lowers the view that the source is such a buffer and that the
+source's base plus `base` is a whole number of the result's elements (a
+pipelined slot's base is known there only, D-LOW-VIEW):
+
+    %v = memref.view %a[%c0][%c16, %c48] : memref<3072xi8, 2> to memref<?x?xf32, 2>
+    -> %v = "nem_lowering.view"(%a, %c0, %c16, %c48) <{base = (d0) -> (d0), bytes,
+                                                       shape = [?, ?]}> : ...
+
+The result type is the replaced op's own: users keep
 their operand types, so what reads types (escape-hatch kernels' signatures,
 access bounds) reads what it read.  One op for the views, so that the
 conversion has one handler for them (`memref_views.lower_view_op`).
@@ -38,6 +52,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     StringAttr,
+    UnitAttr,
     i64,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -71,6 +86,8 @@ class ViewOp(IRDLOperation):
     strides = opt_prop_def(DenseArrayBase[IntegerType])
     base = opt_prop_def(AffineMapAttr)
     replaces = opt_prop_def(StringAttr)
+    bytes = opt_prop_def(UnitAttr)
+    """A byte view (module docstring): `base` in bytes, `shape` row-major."""
 
     traits = traits_def(NoMemoryEffect())
 
@@ -82,11 +99,16 @@ class ViewOp(IRDLOperation):
         replaces: str | None = None,
         base: tuple[AffineMap, Sequence[SSAValue]] | None = None,
         sizes: Sequence[SSAValue] = (),
+        row_major: bool = False,
     ):
+        """`row_major`: a byte view of `layout`'s shape (its strides unused)."""
         props: dict[str, Attribute] = {}
         if layout is not None:
             props["shape"] = DenseArrayBase.from_list(i64, layout[0])
-            props["strides"] = DenseArrayBase.from_list(i64, layout[1])
+            if not row_major:
+                props["strides"] = DenseArrayBase.from_list(i64, layout[1])
+        if row_major:
+            props["bytes"] = UnitAttr()
         if replaces is not None:
             props["replaces"] = StringAttr(replaces)
         offsets: Sequence[SSAValue] = ()
@@ -109,12 +131,21 @@ class ViewOp(IRDLOperation):
 
     @property
     def layout(self) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-        """(shape, element strides) as integers; None: `source`'s own."""
+        """(shape, element strides) as integers; None: `source`'s own, or a
+        byte view's (its strides are its sizes' where it is lowered)."""
         if self.shape is None or self.strides is None:
             return None
         return tuple(self.shape.get_values()), tuple(self.strides.get_values())
 
+    @property
+    def is_cast(self) -> bool:
+        """`source`'s own view (no shape: a `memref.cast`)."""
+        return self.shape is None
+
     def verify_(self) -> None:
+        if self.bytes is not None:
+            self._verify_bytes()
+            return
         if (self.shape is None) != (self.strides is None):
             raise VerifyException("shape and strides are given together or not at all")
         layout = self.layout
@@ -139,6 +170,18 @@ class ViewOp(IRDLOperation):
             raise VerifyException(
                 f"the element type of the view ({res.element_type}) is its "
                 f"source's ({src.element_type})"
+            )
+
+    def _verify_bytes(self) -> None:
+        if self.shape is None or self.strides is not None or self.base is None:
+            raise VerifyException("a byte view has a shape and a base, and no strides")
+        base = self.base.data
+        if base.num_symbols or base.num_dims != 1 or len(base.results) != 1:
+            raise VerifyException(f"the base {base} of a byte view is not one result of one dim")
+        dynamic = sum(1 for d in self.shape.get_values() if d == DYNAMIC_INDEX)
+        if len(self.indices) != 1 + dynamic:
+            raise VerifyException(
+                f"{dynamic} dynamic size(s) in the shape, {len(self.indices) - 1} size operand(s)"
             )
 
 

@@ -138,9 +138,9 @@ class MemrefRoots:
         elif isinstance(op, memref.CastOp):
             self._alias(op.results[0], op.source, keep_shape=True)
         elif isinstance(op, ViewOp):  # what nem-rewrite-views makes of the ones above
-            # a cast's (no layout) is its source's view; else the type's shape,
-            # which is the layout's (None where a size is dynamic, as a subview's)
-            self._alias(op.result, op.source, keep_shape=op.layout is None)
+            # a cast's (no shape) is its source's view; else the type's shape,
+            # which is the op's (None where a size is dynamic, as a subview's)
+            self._alias(op.result, op.source, keep_shape=op.is_cast)
         elif isinstance(op, asy.ExecuteOp):
             for v, arg in zip(op.body_operands, op.body_region.block.args):
                 self._flow(arg, v)

@@ -1,11 +1,14 @@
 """What `transform.structured.promote` and non-dividing tiles leave
 (D-LOW-VIEW): `memref.view` of a byte buffer and `memref.subview` with
-dynamic sizes; and the one handler of the view op (D-LOW-VIEW-OP), which
-subviews, casts and reshapes are before the conversion (`nem-rewrite-views`,
-`view_ops.py`).  All are views of existing bytes (no task, no copy):
+dynamic sizes, lowered by the one handler of the view op (D-LOW-VIEW-OP),
+which they, casts and reshapes are before the conversion
+(`nem-rewrite-views`, `view_ops.py`).  All are views of existing bytes (no
+task, no copy):
 
     %alloc = memref.alloc() : memref<3072xi8, 2>
     %v = memref.view %alloc[%c0][] : memref<3072xi8, 2> to memref<16x48xf32, 2>
+    -> "nem_lowering.view"(%alloc, %c0) <{base = (d0) -> (d0), bytes, shape = [16, 48]}>
+                                                                     (nem-rewrite-views)
     -> View(buffer of %alloc, elem f32, shape (16, 48), strides (48, 1), base 0)
 
     %0 = affine.min affine_map<(d0) -> (-d0 + 40, 32)>(%j)
@@ -22,7 +25,7 @@ whole number of result elements (symbolic offsets included: every term a
 multiple of the element size); a dynamic subview size must be a constant
 where the view is lowered.  Everything else is a located
 `not supported` diagnostic naming the fix.  The analysis is `byte_view`
-and `const_sizes`; the handlers only record views.
+and `const_sizes`; the handler only records views.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
 
@@ -110,8 +112,12 @@ def const_sizes(
 def lower_view_op(lw: Lowering, op: ViewOp, st: BlockState) -> None:
     """The view of `source`'s buffer with the op's layout, moved by its
     base's value here and sized by its dynamic sizes' (constants here:
-    `const_sizes`), or `source`'s view itself (D-LOW-VIEW-OP)."""
+    `const_sizes`), or `source`'s view itself (D-LOW-VIEW-OP); a byte view's
+    is `byte_view`'s."""
     ctx = lw.ctx
+    if op.bytes is not None:
+        _lower_byte_view(ctx, op)
+        return
     src = ctx.view(op.source, op)
     layout = op.layout
     if layout is None:
@@ -124,20 +130,17 @@ def lower_view_op(lw: Lowering, op: ViewOp, st: BlockState) -> None:
     ctx.views[op.result] = replace(src, shape=tuple(shape), strides=layout[1], base=base)
 
 
-def lower_view(lw: Lowering, op: memref.ViewOp, st: BlockState) -> None:
-    """A view of a byte buffer; its dynamic sizes must be constants here
-    (`transform.structured.promote` passes `arith.constant`s until a
-    canonicalization folds them into the type)."""
-    ctx = lw.ctx
+def _lower_byte_view(ctx: LoweringContext, op: ViewOp) -> None:
+    """A `memref.view` of a byte buffer (`ByteViewToView`); its dynamic
+    sizes must be constants here (`transform.structured.promote` passes
+    `arith.constant`s until a canonicalization folds them into the type).
+    The order of the checks is the old `memref.view` handler's."""
     rt = op.result.type
-    assert isinstance(rt, MemRefType)
-    shape = const_sizes(ctx, op, rt.get_shape(), op.sizes)
-    ctx.views[op.result] = byte_view(
-        op, ctx.view(op.source, op), ctx.index(op.byte_shift, op), rt.element_type, shape
-    )
+    assert isinstance(rt, MemRefType) and op.shape is not None and op.base is not None
+    shape = const_sizes(ctx, op, op.shape.get_values(), op.size_operands)
+    src = ctx.view(op.source, op)
+    shift = ctx.affine(op, op.base.data, tuple(op.base_operands))[0]
+    ctx.views[op.result] = byte_view(op, src, shift, rt.element_type, shape)
 
 
-HANDLERS: dict[type[Operation], Handler] = {
-    ViewOp: lower_view_op,
-    memref.ViewOp: lower_view,
-}
+HANDLERS: dict[type[Operation], Handler] = {ViewOp: lower_view_op}

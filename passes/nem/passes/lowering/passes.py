@@ -15,8 +15,8 @@
         nem-drop-token-awaits{entry=F}             (D-LOW-ASYNC-AWAITS: awaits of tokens; the loops
                                                     around them marked structural)
         nem-rewrite-views{entry=F}                 (D-LOW-VIEW-OP: memref.cast, collapse_shape,
-                                                    expand_shape, reinterpret_cast ->
-                                                    nem_lowering.view)
+                                                    expand_shape, reinterpret_cast, subview,
+                                                    view -> nem_lowering.view)
         nem-declare-buffers{entry=F}               (D-LOW-DECLARE: arguments and globals named,
                                                     get_global -> nem_lowering.buffer)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W

@@ -14,6 +14,9 @@ and regions" as rewrite patterns, one pattern per view op):
     %s = memref.subview %b[0, %j] [48, %0] [1, 1] : memref<48x40xf32> to memref<48x?xf32, ..>
     -> %s = "nem_lowering.view"(%b, %j, %0) <{shape = [48, ?], strides = [40, 1],
                                                base = (d0) -> (d0)}> : ...
+    %v = memref.view %a[%c0][%c16] : memref<3072xi8, 2> to memref<?x48xf32, 2>
+    -> %v = "nem_lowering.view"(%a, %c0, %c16) <{base = (d0) -> (d0), bytes,
+                                                 shape = [?, 48]}> : ...
 (each also naming the op it replaced, `replaces`, which messages give).
 
 A cast is its source's view (no layout: the conversion keeps the source's,
@@ -24,7 +27,11 @@ has dynamic sizes or strides is rejected at the op (no input of the suites
 has one).  A subview's base is an affine map of its dynamic offsets with
 its source type's strides (behind casts) as coefficients, and its dynamic
 sizes are operands the conversion resolves per lowered copy (a peeled
-tile); a source whose strides are unknown is rejected.  The checks the conversion made (contiguous collapsed groups,
+tile); a source whose strides are unknown is rejected.  A `memref.view`
+is a byte view (session 29): its byte shift the base, its result's sizes the
+shape, row-major; whether the shift is a whole number of elements from the
+source's base, and the source a byte buffer, is known where the conversion
+lowers it (a pipelined slot's base), so the conversion checks it.  The checks the conversion made (contiguous collapsed groups,
 static expanded shapes) are the patterns' diagnostics; the result type is
 the op's own, so users read the types they read.
 
@@ -133,8 +140,9 @@ def _replace(
     layout: Layout | None,
     base: tuple[AffineMap, Sequence[SSAValue]] | None = None,
     sizes: Sequence[SSAValue] = (),
+    row_major: bool = False,
 ) -> None:
-    view = ViewOp(source, layout, op.results[0].type, op.name, base, sizes)
+    view = ViewOp(source, layout, op.results[0].type, op.name, base, sizes, row_major)
     view.location = op.location
     rewriter.replace_op(op, view)
 
@@ -240,7 +248,7 @@ def type_strides(op: Operation, source: SSAValue) -> tuple[int, ...]:
     source's view: its source's type has the strides where the cast's type
     has `?`), else rejected at `op`."""
     strides, src = _strides(source), source
-    while None in strides and isinstance(src.owner, ViewOp) and src.owner.layout is None:
+    while None in strides and isinstance(src.owner, ViewOp) and src.owner.is_cast:
         src = src.owner.source
         strides = _strides(src)
     if None in strides:
@@ -282,8 +290,8 @@ def _known_shape(v: SSAValue, t: MemRefType) -> list[int | None]:
     handler lays out row-major on the same constants: D-LOW-VIEW)."""
     shape: list[int | None] = [None if d == DYNAMIC_INDEX else d for d in t.get_shape()]
     view = v.owner
-    if isinstance(view, memref.ViewOp):
-        sizes = iter(view.sizes)
+    if isinstance(view, ViewOp) and view.bytes is not None:  # a memref.view (ByteViewToView)
+        sizes = iter(view.size_operands)
         shape = [_constant(next(sizes)) if d is None else d for d in shape]
     return shape
 
@@ -337,9 +345,28 @@ class SubviewToView(RewritePattern):
         _replace(rewriter, op, op.source, layout, base if moved else None, list(op.sizes))
 
 
+@dataclass
+class ByteViewToView(RewritePattern):
+    """`memref.view %a[%shift][sizes]` -> a byte view of `%a` at byte `%shift`
+    with the result's sizes (a dynamic one an operand), row-major in the
+    result's element type, which the conversion checks (D-LOW-VIEW)."""
+
+    lowered: LoweredOneByOne
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: memref.ViewOp, rewriter: PatternRewriter) -> None:
+        if not self.lowered(op):
+            return
+        rt = op.result.type
+        assert isinstance(rt, MemRefType)
+        shape = tuple(rt.get_shape())
+        shift = AffineMap(1, 0, (AffineExpr.dimension(0),)), [op.byte_shift]
+        _replace(rewriter, op, op.source, (shape, ()), shift, list(op.sizes), row_major=True)
+
+
 @dataclass(frozen=True)
 class RewriteViewsPass(ModulePass):
-    """Rewrite the entry function's casts, reshapes and subviews of memrefs to
+    """Rewrite the entry function's casts, reshapes, subviews and byte views of memrefs to
     `nem_lowering.view`s, outside pure nests and outlined kernels
     (D-LOW-VIEW-OP).
 
@@ -359,6 +386,7 @@ class RewriteViewsPass(ModulePass):
             ExpandToView(lowered),
             ReinterpretToView(lowered),
             SubviewToView(lowered),
+            ByteViewToView(lowered),
         ]
         # one walk in program order (a view's source is rewritten first, so
         # errors come in program order), without xDSL's dead-code elimination
