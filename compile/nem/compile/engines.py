@@ -33,16 +33,6 @@ whether two parts' writes conflict is decided on byte spans, D-HAZ-ACCESS):
 
 A loop is split only when that estimate beats the unsplit nest by
 `MIN_GAIN`; otherwise the nest stays whole, on the next engine round-robin.
-A constant fill (a nest that reads nothing) is split only when each part
-writes at least `MIN_FILL_PART` bytes: the byte estimate does not see what
-small parts cost.  A padded tensor's border strips (a few KiB each) split
-four ways were four `clamp` + `copy` pairs per strip, whose staging buffers
-the L1 packing put on one offset (a serial chain per engine, which the
-next layer's weights, packed on those bytes, waited for) and whose tokens
-took half the live-token budget (DEV-17) that slices the layer's copies
-(session 29, D-COMPILE-ENGINES: DenseNet-121's block-3 cut 48,035 ->
-45,787 cycles); whole, the strips go to the engines round-robin, one pair
-each.
 """
 
 from __future__ import annotations
@@ -64,14 +54,9 @@ from nem.compile.nest_ir import (
     owner_op,
     replace_in,
 )
-from nem.passes.split_transfers import MIN_BYTES
 
 MIN_GAIN = 0.8
 """Split only when the estimated time is below this fraction of the unsplit one."""
-MIN_FILL_PART = MIN_BYTES
-"""A constant fill is split only into parts writing at least this many bytes
-(`nem-split-transfers`' `min-bytes`: below it a copy is not worth slicing
-over the DMAs either)."""
 
 
 @dataclass(frozen=True)
@@ -250,7 +235,6 @@ def choose_split(
     if whole is None:
         return None, ready
     unsplit = _finish(whole, preloaded, ready, 1)
-    fill = all(a.write for a in band.accesses)
     best: Split | None = None
     for d, (iv, lo, ext) in enumerate(zip(ivs, lows, band.extents)):
         if ext < 2 or engines < 2:
@@ -263,8 +247,6 @@ def choose_split(
         first, second = _spans(band, one), _spans(band, second_ranges)
         if first is None or second is None or _narrow_partials(band, one, second_ranges):
             continue
-        if fill and sum(n for _, _, _, w, n in first.values() if w) < MIN_FILL_PART:
-            continue  # parts of a small constant fill (module docstring)
         overlap = any(
             w1 and (a1 < b2 and a2 < b1)
             for m, (a1, b1, _, w1, _) in first.items()
