@@ -279,15 +279,16 @@ def test_engine_split_choice():
     from nem.compile import engines
 
     with ir.Context(), ir.Location.unknown():
+        start = engines.Clock.start(4)
         module, fn, bands = _affine_bands(MLIR_CONV)
         conv = bands[-1]
-        split, _ = engines.choose_split(conv, 4, engines.preloaded_memrefs(fn), 0)
+        split, _ = engines.choose_split(conv, 4, engines.preloaded_memrefs(fn), start)
         assert (split.loop, split.parts, split.chunk, split.partials) == (1, 4, 2, None)
-        assert engines.choose_split(conv, 1, set(), 0)[0] is None
+        assert engines.choose_split(conv, 1, set(), start)[0] is None
         text = MLIR_MATMUL.replace("16x32", "4x256").replace("32x8", "256x8").replace("16x8", "4x8")
         module, fn, bands = _affine_bands(text)
         mm = bands[-1]
-        split, _ = engines.choose_split(mm, 4, engines.preloaded_memrefs(fn), 0)
+        split, _ = engines.choose_split(mm, 4, engines.preloaded_memrefs(fn), start)
         assert (split.loop, split.parts, split.chunk) == (2, 4, 64)
         assert split.partials is not None
         nests = engines.split_nest(mm.root, mm, split)
@@ -463,8 +464,9 @@ def test_transform_route_privatizes_reduction_splits(tmp_path):
     buffers of their own, one sum after them; verified with no warning,
     race-free under random schedules, within D-COMPILE-TOL of onnxruntime,
     bit-identical to the affine route (the same partial sums added in the
-    same order), and as fast in timed cycles (measured 723 on both routes,
-    vs 1005 for `--no-pipeline --engines 1`, whose weight copies made once
+    same order), and as fast in timed cycles (measured 750 on both routes,
+    723 before session 27's clock per engine, D-COMPILE-ENGINES, vs 1005
+    for `--no-pipeline --engines 1`, whose weight copies made once
     split over the engine's DMAs since session 22, D-NEM-SPLIT-TRANSFERS
     `min-single`: 1538 before; 1364 before the reduction split)."""
     model = samples.mlp("f32")
@@ -490,7 +492,7 @@ def test_transform_route_privatizes_reduction_splits(tmp_path):
         compile_onnx(model, device=DEVICE, route="transform", pipeline=False, engines=1), x
     )
     assert np.array_equal(transform[1]["y"], affine[1]["y"])
-    assert transform[0] <= 1.05 * affine[0] and serial[0] >= 1.35 * transform[0], (
+    assert transform[0] <= 1.05 * affine[0] and serial[0] >= 1.3 * transform[0], (
         transform[0],
         affine[0],
         serial[0],

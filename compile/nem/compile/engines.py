@@ -13,14 +13,26 @@ same time.
 
 Which loop: the one whose parts cost least under a model of what the timed
 runtime charges (a transfer costs the bytes it moves, D-RT-COST: a box of
-elements, not the byte span of a strided one; compute is cheap next to it;
-whether two parts' writes conflict is decided on byte spans, D-HAZ-ACCESS):
+elements, not the byte span of a strided one; whether two parts' writes
+conflict is decided on byte spans, D-HAZ-ACCESS):
 
 * a part's time is the largest span one part reads plus what it writes;
+  reads of inputs and weights (nothing in the program writes them) may
+  start before the earlier nests are done, but on the part's engine's
+  DMAs: after the transfers already charged to that engine (`Clock`), not
+  at once (session 27: a fully connected layer after one split over every
+  engine was charged none of its weight stream and ran whole on one
+  engine, ZFNet's fc7 4x its bound);
+* a part of a contraction (a convolution, a matmul) is done no sooner than
+  its MACs take its engine's NMUs, in the bytes the engine's DMAs move
+  meanwhile (`mac_bytes`), from when the earlier nests are done (session
+  27: once the weights count, they hid the compute a row split divides,
+  and ZFNet's 5x5 convolution, NMU-bound, stayed whole);
 * when the written spans of neighbouring parts overlap (a reduction loop, or
   a column split of a row-major output), the parts' read-modify-writes of
   the output are ordered one after the other: N times the written span, read
-  and written.
+  and written, and their MACs add up (such parts do not jam); partial
+  sums are added after the parts' MACs.
 
 A loop is split only when that estimate beats the unsplit nest by
 `MIN_GAIN`; otherwise the nest stays whole, on the next engine round-robin.
@@ -37,8 +49,44 @@ from mlir.dialects import affine, arith, memref
 
 from nem.compile.nest_ir import Band, access_box, const_bound, owner_op, replace_in
 
+
+def mac_bytes(dmas: int, nmus: int) -> float:
+    """What one MAC of a contraction costs an engine, in the bytes its DMAs
+    move meanwhile (the estimate's unit): D-RT-COST's default rates, as the
+    tile estimate takes them (`tile_time`), over the engine's NMUs and
+    DMAs; 0 without NMUs."""
+    from nem.compile.tile_time import DMA_BYTES, NMU_MACS
+
+    return DMA_BYTES * max(dmas, 1) / (NMU_MACS * nmus) if nmus else 0.0
+
+
 MIN_GAIN = 0.8
 """Split only when the estimated time is below this fraction of the unsplit one."""
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The estimate after the nests planned so far, in bytes moved (the
+    unit of `_finish`): `busy[k]`, when engine k's DMAs are done with the
+    transfers charged to it.  A nest's loads of results of earlier nests
+    wait for all of them (`ready`); its loads of inputs and weights wait
+    only for its own engine's DMAs: they overlap the earlier nests on the
+    engines those leave idle (a nest left whole on the next engine), not on
+    the ones they keep busy."""
+
+    busy: tuple[int, ...]
+
+    @staticmethod
+    def start(engines: int) -> Clock:
+        return Clock((0,) * max(engines, 1))
+
+    @property
+    def ready(self) -> int:
+        return max(self.busy)
+
+    def charge(self, engines: Sequence[int], done: int) -> Clock:
+        """`engines` busy until `done` (a nest or its parts ran there)."""
+        return Clock(tuple(done if k in engines else b for k, b in enumerate(self.busy)))
 
 
 @dataclass(frozen=True)
@@ -102,20 +150,22 @@ def _spans(
 def _finish(
     spans: dict[ir.Value, tuple[int, int, bool, bool, int]],
     preloaded: set[ir.Value],
+    free: int,
     ready: int,
     serial_writes: int,
     by_span: bool = False,
 ) -> int:
     """When a nest (or its parts, each with `spans`) is done, in bytes moved:
     loads of `preloaded` buffers (nothing in the program writes them) start
-    at once, the others when the earlier nests are done (`ready`); then
+    when the engine's DMAs are free (`free`, `Clock`), the others when the
+    earlier nests are done (`ready`); then
     `serial_writes` times the written bytes one after the other.  `by_span`:
     the parts' writes overlap, which orders the parts whole (the jam keeps
     their loops apart, D-NEM-JAM-ENGINES), charged as their written spans."""
     pre = [n for m, (_, _, r, _, n) in spans.items() if r and m in preloaded] or [0]
     late = [n for m, (_, _, r, _, n) in spans.items() if r and m not in preloaded] or [0]
     write = sum(b - a if by_span else n for a, b, _, w, n in spans.values() if w)
-    return max(max(pre), ready + max(late)) + serial_writes * write
+    return max(free + max(pre), ready + max(late)) + serial_writes * write
 
 
 def _sum_target(band: Band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value | None:
@@ -144,18 +194,34 @@ def _sum_target(band: Band, ranges: dict[ir.Value, tuple[int, int]]) -> ir.Value
 
 
 def choose_split(
-    band: Band, engines: int, preloaded: set[ir.Value], ready: int
-) -> tuple[Split | None, int]:
-    """The band loop to split the nest along over `engines` parts (None: keep
-    it whole), and the estimated time the nest is done."""
+    band: Band,
+    engines: int,
+    preloaded: set[ir.Value],
+    clock: Clock,
+    whole: int = 0,
+    per_mac: float = 0.0,
+) -> tuple[Split | None, Clock]:
+    """The band loop to split the nest along over `engines` parts, part k on
+    engine k (None: keep it whole, on engine `whole`), and the clock once
+    the nest is done.  `per_mac` (`mac_bytes`): a contraction's part is
+    done no sooner than its MACs take its engine's NMUs once the earlier
+    nests are done."""
+    from nem.compile.nest_ir import is_contraction
+
+    ready = clock.ready
+    macs = prod([*band.extents, *band.inner.values()]) * per_mac if is_contraction(band) else 0.0
+
+    def computed(share: float) -> int:
+        return ready + int(macs * share)
+
     ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
     lows = [_lower(loop) for loop in band.loops]
     full = {v: (lo, lo + e - 1) for v, lo, e in zip(ivs, lows, band.extents)}
     full.update({v: (0, e - 1) for v, e in band.inner.items()})
-    whole = _spans(band, full)
-    if whole is None:
-        return None, ready
-    unsplit = _finish(whole, preloaded, ready, 1)
+    spans_whole = _spans(band, full)
+    if spans_whole is None:
+        return None, clock
+    unsplit = max(_finish(spans_whole, preloaded, clock.busy[whole], ready, 1), computed(1.0))
     best: Split | None = None
     for d, (iv, lo, ext) in enumerate(zip(ivs, lows, band.extents)):
         if ext < 2 or engines < 2:
@@ -177,12 +243,22 @@ def choose_split(
         # a part's own write, then (partials) the sum nest reading them all
         # at once and writing C, or (overlap) each part's read-modify-write
         serial = 3 if target is not None else 2 * parts if overlap else 1
-        estimate = _finish(first, preloaded, ready, serial, overlap and target is None)
+        # parts whose writes overlap run one after the other (they do not
+        # jam, D-NEM-JAM-ENGINES): their MACs add up as the whole nest's;
+        # the sum of partials reads them and writes C once the MACs are done
+        serialized = overlap and target is None
+        written = sum(n for _, _, _, w, n in first.values() if w)
+        estimate = max(
+            _finish(first, preloaded, max(clock.busy[:parts]), ready, serial, serialized),
+            computed(1.0 if serialized else chunk / ext) + (serial - 1) * written,
+        )
         if estimate - ready < MIN_GAIN * (unsplit - ready) and (
             best is None or estimate < best.estimate
         ):
             best = Split(d, parts, chunk, estimate, unsplit, target)
-    return best, best.estimate if best else unsplit
+    if best is None:
+        return None, clock.charge([whole], unsplit)
+    return best, clock.charge(range(best.parts), best.estimate)
 
 
 def _narrow_partials(

@@ -146,19 +146,26 @@ def tile_module(
         module.operation
     )
     from nem.compile.checkpoints import checkpoint
-    from nem.compile.engines import choose_split, preloaded_memrefs, split_nest
+    from nem.compile.engines import (
+        Clock,
+        choose_split,
+        mac_bytes,
+        preloaded_memrefs,
+        split_nest,
+    )
 
     checkpoint("affine loops", module)  # the stage bisector's steps (nem.compile.bisect)
 
     plan: list[tuple[list[int], list[int]]] = []
     work: list[tuple[ir.Operation, Band, int]] = []
-    turn, ready = 0, 0
+    turn, clock = 0, Clock.start(engines)
     preloaded = preloaded_memrefs(entry)
+    per_mac = mac_bytes(device.units("DMA"), device.units("NMU"))
     for root in top_level_nests(entry):
         band = analyze_band(root)
         if band is None:
             continue
-        split, ready = choose_split(band, engines, preloaded, ready)
+        split, clock = choose_split(band, engines, preloaded, clock, turn % engines, per_mac)
         if split is None:
             work.append((root, band, turn % engines))
             turn += 1

@@ -68,6 +68,7 @@ from nem.compile.target import FAST_SPACE
 from nem.frontends.upstream_dialects.upstream_ops import GENERALIZED_KNOWN
 
 if TYPE_CHECKING:
+    from nem.compile.engines import Clock
     from nem.compile.nest_ir import Band
     from nem.compile.options import CompileOptions
     from nem.dialect.device_model import Device
@@ -112,11 +113,11 @@ def plan_ops(
 class Planned:
     """`plan_ops`'s plans, with what planning the same function again needs
     to keep a prefix of them: the round-robin turn and the engines' estimated
-    finish (`choose_split`'s `ready`) after each op, and the positions of
+    finish (`choose_split`'s `Clock`) after each op, and the positions of
     the function's arguments that nothing writes (`preloaded_memrefs`)."""
 
     plans: list[Plan | None]
-    after: list[tuple[int, int]]
+    after: list[tuple[int, Clock]]
     preloaded: frozenset[int]
 
 
@@ -131,10 +132,10 @@ def _plan_ops(
     `fn` are those of that call, unchanged (the privatization rewrites ops
     from the first one it splits on: `tile_module`), so their plans are its
     plans when the preloaded arguments are the same too (each plan depends
-    on its op, the ops before it through the turn and `ready`, and those
+    on its op, the ops before it through the turn and the clock, and those
     arguments only)."""
     from nem.compile import nest_ir, tiling
-    from nem.compile.engines import choose_split, preloaded_memrefs
+    from nem.compile.engines import Clock, choose_split, mac_bytes, preloaded_memrefs
 
     # the whole module: the function may read its globals (constant weights)
     copy = ir.Module.parse(str(fn.parent), fn.context)
@@ -164,12 +165,13 @@ def _plan_ops(
     budget = tiling.l1_budget(device, options.pipeline)
     dmas = device.units("DMA")  # the tile estimate splits copies over them
     preloaded = preloaded_memrefs(cfn)
+    per_mac = mac_bytes(dmas, device.units("NMU"))
     unwritten = frozenset(ir.BlockArgument(a).arg_number for a in preloaded)
-    turn, ready = 0, 0
+    turn, clock = 0, Clock.start(engines)
     forced = dict(options.op_tile_sizes)
 
     def plan_of(op: ir.Operation, key: str) -> Plan | None:
-        nonlocal turn, ready
+        nonlocal turn, clock
         if not has_loops(op):  # on 0-d operands only: nothing to tile, lowered as is
             return None
         band = nest_ir.analyze_band(next(nests))
@@ -177,7 +179,9 @@ def _plan_ops(
             return None
         given = list(forced[key]) if key in forced else None  # --tune's (D-COMPILE-TUNE)
         pin = ir.IntegerAttr(op.attributes[PIN]).value if PIN in op.attributes else None
-        split, ready = choose_split(band, engines if pin is None else 1, preloaded, ready)
+        whole = turn % engines if pin is None else pin
+        most = engines if pin is None else 1
+        split, clock = choose_split(band, most, preloaded, clock, whole, per_mac)
         parts = (
             None
             if split is None
@@ -220,16 +224,16 @@ def _plan_ops(
 
     earlier, n = reuse if reuse is not None and reuse[0].preloaded == unwritten else (None, 0)
     out: list[Plan | None] = []
-    after: list[tuple[int, int]] = []
+    after: list[tuple[int, Clock]] = []
     for k, (op, key) in enumerate(zip(ops, op_keys(ops))):
         if earlier is not None and k < n:
             if has_loops(op):
                 next(nests)  # its nest, as the earlier call planned it
             out.append(earlier.plans[k])
-            turn, ready = earlier.after[k]
+            turn, clock = earlier.after[k]
         else:
             out.append(plan_of(op, key))
-        after.append((turn, ready))
+        after.append((turn, clock))
     return Planned(out, after, unwritten)
 
 
