@@ -32,7 +32,14 @@ conflict is decided on byte spans, D-HAZ-ACCESS):
   a column split of a row-major output), the parts' read-modify-writes of
   the output are ordered one after the other: N times the written span, read
   and written, and their MACs add up (such parts do not jam); partial
-  sums are added after the parts' MACs.
+  sums are added after the parts' MACs;
+* a contraction's part reads at least what its tiles stream into L1
+  with the tiling's sizes for it (`_streamed`, session 28): weights whose
+  copy stays inside a tile loop are read once per trip of it.
+
+The nest adding partial sums into C is then planned as any nest (split
+over the engines when that pays: on engine 0 alone it read every partial
+through one engine's DMAs, session 28).
 
 A loop is split only when that estimate beats the unsplit nest by
 `MIN_GAIN`; otherwise the nest stays whole, on the next engine round-robin.
@@ -40,7 +47,7 @@ A loop is split only when that estimate beats the unsplit nest by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
 
@@ -200,16 +207,22 @@ def choose_split(
     clock: Clock,
     whole: int = 0,
     per_mac: float = 0.0,
+    sizes: Callable[[dict[int, list[int]] | None], Sequence[int]] | None = None,
 ) -> tuple[Split | None, Clock]:
     """The band loop to split the nest along over `engines` parts, part k on
     engine k (None: keep it whole, on engine `whole`), and the clock once
     the nest is done.  `per_mac` (`mac_bytes`): a contraction's part is
     done no sooner than its MACs take its engine's NMUs once the earlier
-    nests are done."""
+    nests are done.  `sizes`: the tiling's sizes for the nest or one part of
+    it (loop -> the parts' extents, `tiling.band_sizes`); with them a
+    contraction's part is charged the reads its tiles stream
+    (`_streamed`)."""
     from nem.compile.nest_ir import is_contraction
 
     ready = clock.ready
-    macs = prod([*band.extents, *band.inner.values()]) * per_mac if is_contraction(band) else 0.0
+    contraction = is_contraction(band)
+    macs = prod([*band.extents, *band.inner.values()]) * per_mac if contraction else 0.0
+    tiled = sizes if contraction else None
 
     def computed(share: float) -> int:
         return ready + int(macs * share)
@@ -221,6 +234,7 @@ def choose_split(
     spans_whole = _spans(band, full)
     if spans_whole is None:
         return None, clock
+    spans_whole = _streamed(spans_whole, band, tiled, None)
     unsplit = max(_finish(spans_whole, preloaded, clock.busy[whole], ready, 1), computed(1.0))
     best: Split | None = None
     for d, (iv, lo, ext) in enumerate(zip(ivs, lows, band.extents)):
@@ -234,6 +248,8 @@ def choose_split(
         first, second = _spans(band, one), _spans(band, two)
         if first is None or second is None or _narrow_partials(band, one, two):
             continue
+        lengths = {d: sorted({chunk, ext - (parts - 1) * chunk})}
+        first = _streamed(first, band, tiled, lengths)
         overlap = any(
             w1 and (a1 < b2 and a2 < b1)
             for m, (a1, b1, _, w1, _) in first.items()
@@ -259,6 +275,30 @@ def choose_split(
     if best is None:
         return None, clock.charge([whole], unsplit)
     return best, clock.charge(range(best.parts), best.estimate)
+
+
+def _streamed(
+    spans: dict[ir.Value, tuple[int, int, bool, bool, int]],
+    band: Band,
+    sizes: Callable[[dict[int, list[int]] | None], Sequence[int]] | None,
+    parts: dict[int, list[int]] | None,
+) -> dict[ir.Value, tuple[int, int, bool, bool, int]]:
+    """`spans` of the nest or of one part (`parts`: loop -> the parts'
+    extents), each memref read charged at least what the tiles stream
+    into L1 with the tiling's sizes for it (`tile_cost.streamed`): its box
+    once when the tiling hoists its copy out of the tile loops, once per
+    trip of each tile loop it stays in (session 28: ZFNet's 5x5 convolution
+    split by rows re-read its 2.4 MB of weights for each of 5 column tiles,
+    140,290 cycles; along its reduction, each part's quarter once, 93,060).
+    Unchanged without sizes."""
+    if sizes is None:
+        return spans
+    from nem.compile.tile_cost import streamed
+
+    moved = streamed(band, sizes(parts), parts)
+    return {
+        m: (a, b, r, w, max(n, moved.get(m, 0)) if r else n) for m, (a, b, r, w, n) in spans.items()
+    }
 
 
 def _narrow_partials(
@@ -330,8 +370,9 @@ def _loop_at(root: ir.Operation, depth: int) -> ir.Operation:
 def split_nest(root: ir.Operation, band: Band, split: Split) -> list[tuple[ir.Operation, int]]:
     """The nests that replace `root`, in place, each with its engine: the
     parts (clones before it, `root` itself is the last part), and with
-    `split.partials` the zero fills of the partial buffers before them and
-    the nest adding the partials into C after them (engine 0)."""
+    `split.partials` the zero fills of the partial buffers before them and,
+    last, the nest adding the partials into C after them (engine 0, which
+    `tiling.tile_module` plans again as any nest)."""
     lo = _lower(band.loops[split.loop])
     hi = lo + band.extents[split.loop]
     parts: list[ir.Operation] = []

@@ -161,16 +161,30 @@ def tile_module(
     turn, clock = 0, Clock.start(engines)
     preloaded = preloaded_memrefs(entry)
     per_mac = mac_bytes(device.units("DMA"), device.units("NMU"))
-    for root in top_level_nests(entry):
+    budget = l1_budget(device, options.pipeline)
+    todo = list(top_level_nests(entry))
+    while todo:
+        root = todo.pop(0)
         band = analyze_band(root)
         if band is None:
             continue
-        split, clock = choose_split(band, engines, preloaded, clock, turn % engines, per_mac)
+
+        def sizes_of(parts: dict[int, list[int]] | None, band: Band = band) -> list[int]:
+            return band_sizes(band, options, budget, parts)
+
+        split, clock = choose_split(
+            band, engines, preloaded, clock, turn % engines, per_mac, sizes_of
+        )
         if split is None:
             work.append((root, band, turn % engines))
             turn += 1
             continue
-        for part, k in split_nest(root, band, split):
+        nests = split_nest(root, band, split)
+        if split.partials is not None:
+            # the sum of the partials: split over the engines as any
+            # elementwise nest (D-COMPILE-ENGINES, session 28)
+            todo.insert(0, nests.pop()[0])
+        for part, k in nests:
             part_band = analyze_band(part)
             assert part_band is not None  # constant bounds, affine accesses
             work.append((part, part_band, k))
