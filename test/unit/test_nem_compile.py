@@ -279,15 +279,16 @@ def test_engine_split_choice():
     from nem.compile import engines
 
     with ir.Context(), ir.Location.unknown():
+        start = engines.Clock.start(4)
         module, fn, bands = _affine_bands(MLIR_CONV)
         conv = bands[-1]
-        split, _ = engines.choose_split(conv, 4, engines.preloaded_memrefs(fn), 0)
+        split, _ = engines.choose_split(conv, 4, engines.preloaded_memrefs(fn), start)
         assert (split.loop, split.parts, split.chunk, split.partials) == (1, 4, 2, None)
-        assert engines.choose_split(conv, 1, set(), 0)[0] is None
+        assert engines.choose_split(conv, 1, set(), start)[0] is None
         text = MLIR_MATMUL.replace("16x32", "4x256").replace("32x8", "256x8").replace("16x8", "4x8")
         module, fn, bands = _affine_bands(text)
         mm = bands[-1]
-        split, _ = engines.choose_split(mm, 4, engines.preloaded_memrefs(fn), 0)
+        split, _ = engines.choose_split(mm, 4, engines.preloaded_memrefs(fn), start)
         assert (split.loop, split.parts, split.chunk) == (2, 4, 64)
         assert split.partials is not None
         nests = engines.split_nest(mm.root, mm, split)
@@ -352,7 +353,7 @@ def compute_levels(nem: str) -> set[str]:
     "name,sizes,dtype",
     [
         ("mlp", "3,48", "f32"),
-        ("cnn", "1,4", "f32"),
+        ("cnn", "1,2", "f32"),
         ("mlp", None, "f16"),
         ("cnn", None, "f16"),
         ("transformer", None, "f32"),
@@ -362,7 +363,9 @@ def compute_levels(nem: str) -> set[str]:
 def test_transform_route_end_to_end(tmp_path, name, sizes, dtype):
     """`--route transform`: tile_using_for with the given tiles (or the
     L1-derived ones), the non-dividing ones peeled (4 = 3 + 1 rows, 128 =
-    2*48 + 32; the padded 18-row input in 4-row tiles), every tile's operands
+    2*48 + 32; the CNN's 4- and 2-row engine parts in 2-row tiles: with 4,
+    since session 28 its last Gemm splits along its columns, 3 each, and
+    nothing is left tiled), every tile's operands
     staged in L1 by structured.promote (memref.view of an L1 allocation,
     linalg.copy in and out, D-LOW-VIEW), lowered, verified clean, run, and
     compared with onnxruntime; the tiles are scf.for loops and every compute
@@ -466,8 +469,10 @@ def test_transform_route_privatizes_reduction_splits(tmp_path):
     buffers of their own, one sum after them; verified with no warning,
     race-free under random schedules, within D-COMPILE-TOL of onnxruntime,
     bit-identical to the affine route (the same partial sums added in the
-    same order), and as fast in timed cycles (measured 723 on both routes,
-    vs 1005 for `--no-pipeline --engines 1`, whose weight copies made once
+    same order), and as fast in timed cycles (measured 576 on both routes
+    since session 29 let the weights of a nest wait only for the weights
+    charged to its engine before, 597 since session 28 split the sum of the
+    partials over the engines, 723 before, D-COMPILE-ENGINES, vs 1005 for `--no-pipeline --engines 1`, whose weight copies made once
     split over the engine's DMAs since session 22, D-NEM-SPLIT-TRANSFERS
     `min-single`: 1538 before; 1364 before the reduction split)."""
     model = samples.mlp("f32")
@@ -493,7 +498,7 @@ def test_transform_route_privatizes_reduction_splits(tmp_path):
         compile_onnx(model, device=DEVICE, route="transform", pipeline=False, engines=1), x
     )
     assert np.array_equal(transform[1]["y"], affine[1]["y"])
-    assert transform[0] <= 1.05 * affine[0] and serial[0] >= 1.35 * transform[0], (
+    assert transform[0] <= 1.05 * affine[0] and serial[0] >= 1.7 * transform[0], (
         transform[0],
         affine[0],
         serial[0],

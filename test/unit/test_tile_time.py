@@ -433,8 +433,9 @@ def test_an_expand_conv_splits_its_output_channels_one_tile_per_engine(monkeypat
     new = compile_onnx(model, device="npm_pro_x1")
     chosen = engines.choose_split
 
-    def by_spans(band, n, preloaded, ready, fits=None):
-        return chosen(band, n, preloaded, ready)  # no budget: the spans decide (e29eb370)
+    def by_spans(band, n, preloaded, clock, whole=0, per_mac=0.0, sizes=None, fits=None):
+        # no budget: the spans decide (e29eb370)
+        return chosen(band, n, preloaded, clock, whole, per_mac, sizes)
 
     monkeypatch.setattr(engines, "choose_split", by_spans)
     old = compile_onnx(model, device="npm_pro_x1")
@@ -468,8 +469,9 @@ def test_a_max_pool_keeps_its_row_split(monkeypatch):
     new = compile_onnx(model, device="npm_pro_x1")
     chosen = engines.choose_split
 
-    def by_spans(band, n, preloaded, ready, fits=None):
-        return chosen(band, n, preloaded, ready)  # no budget: the spans decide
+    def by_spans(band, n, preloaded, clock, whole=0, per_mac=0.0, sizes=None, fits=None):
+        # no budget: the spans decide
+        return chosen(band, n, preloaded, clock, whole, per_mac, sizes)
 
     monkeypatch.setattr(engines, "choose_split", by_spans)
     spans = compile_onnx(model, device="npm_pro_x1")

@@ -13,14 +13,28 @@ same time.
 
 Which loop: the one whose parts cost least under a model of what the timed
 runtime charges (a transfer costs the bytes it moves, D-RT-COST: a box of
-elements, not the byte span of a strided one; compute is cheap next to it;
-whether two parts' writes conflict is decided on byte spans, D-HAZ-ACCESS):
+elements, not the byte span of a strided one; whether two parts' writes
+conflict is decided on byte spans, D-HAZ-ACCESS):
 
 * a part's time is the largest span one part reads plus what it writes;
+  reads of inputs and weights (nothing in the program writes them) may
+  start before the earlier nests are done, but on the part's engine's
+  DMAs: after the inputs and weights already charged to that engine
+  (`Clock`), not at once (session 27: a fully connected layer after one
+  split over every engine was charged none of its weight stream and ran
+  whole on one engine, ZFNet's fc7 4x its bound), nor after the earlier
+  nests' activations and MACs (session 29: the transformer's last matmul
+  stayed whole);
+* a part of a contraction (a convolution, a matmul) is done no sooner than
+  its MACs take its engine's NMUs, in the bytes the engine's DMAs move
+  meanwhile (`mac_bytes`), from when the earlier nests are done (session
+  27: once the weights count, they hid the compute a row split divides,
+  and ZFNet's 5x5 convolution, NMU-bound, stayed whole);
 * when the written spans of neighbouring parts overlap (a reduction loop, or
   a column split of a row-major output), the parts' read-modify-writes of
   the output are ordered one after the other: N times the written span, read
-  and written;
+  and written, and their MACs add up (such parts do not jam); partial
+  sums are added after the parts' MACs;
 * unless their written elements are disjoint (D-HAZ-ELEMENTS: an output
   channel split of an NHWC output), the nest is a contraction reading
   weights the split loop indexes (a convolution's, a matmul's; not a
@@ -29,7 +43,16 @@ whether two parts' writes conflict is decided on byte spans, D-HAZ-ACCESS):
   so no loop of a part is ordered against another's (D-NEM-JAM-ENGINES
   orders loops by byte hulls), and the parts run at the same time
   (`Split.whole`; `transform` takes it where the split the spans allow
-  leaves its parts one tile too and `tile_time` estimates it slower).
+  leaves its parts one tile too and `tile_time` estimates it slower), if
+  they move fewer bytes than the best tiled split (they save weights, not
+  MACs; session 29);
+* a contraction's part reads at least what its tiles stream into L1
+  with the tiling's sizes for it (`_streamed`, session 28): weights whose
+  copy stays inside a tile loop are read once per trip of it.
+
+The nest adding partial sums into C is then planned as any nest (split
+over the engines when that pays: on engine 0 alone it read every partial
+through one engine's DMAs, session 28).
 
 A loop is split only when that estimate beats the unsplit nest by
 `MIN_GAIN`; otherwise the nest stays whole, on the next engine round-robin.
@@ -51,12 +74,53 @@ from nem.compile.nest_ir import (
     access_box,
     batch_loops,
     const_bound,
+    is_contraction,
     owner_op,
     replace_in,
 )
 
+
+def mac_bytes(dmas: int, nmus: int) -> float:
+    """What one MAC of a contraction costs an engine, in the bytes its DMAs
+    move meanwhile (the estimate's unit): D-RT-COST's default rates, as the
+    tile estimate takes them (`tile_time`), over the engine's NMUs and
+    DMAs; 0 without NMUs."""
+    from nem.compile.tile_time import DMA_BYTES, NMU_MACS
+
+    return DMA_BYTES * max(dmas, 1) / (NMU_MACS * nmus) if nmus else 0.0
+
+
 MIN_GAIN = 0.8
 """Split only when the estimated time is below this fraction of the unsplit one."""
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The estimate after the nests planned so far, in bytes moved (the
+    unit of `_finish`): `busy[k]`, when engine k's DMAs are done with the
+    reads of inputs and weights charged to it; `ready`, when the earlier
+    nests are done.  A nest's loads of results of earlier nests wait for
+    all of them (`ready`); its loads of inputs and weights wait only for
+    those charged before them to its own engine: an engine streams weights
+    ahead of the nests that use them, so a weight stream that keeps every
+    engine busy delays the next one (session 27: ZFNet's fc7 after fc6),
+    while nests bound by their activations, their MACs or their writes do
+    not (session 29: the transformer's ff2, 2 KB of weights after a chain
+    of small elementwise nests, was charged them after that chain and ran
+    whole on one engine)."""
+
+    busy: tuple[int, ...]
+    ready: int = 0
+
+    @staticmethod
+    def start(engines: int) -> Clock:
+        return Clock((0,) * max(engines, 1))
+
+    def charge(self, engines: Sequence[int], streamed: int, done: int) -> Clock:
+        """`engines` streamed weights until `streamed`, the nest (or its
+        parts there) is done at `done`."""
+        busy = tuple(streamed if k in engines else b for k, b in enumerate(self.busy))
+        return Clock(busy, max(self.ready, done))
 
 
 @dataclass(frozen=True)
@@ -126,20 +190,29 @@ def _spans(
 def _finish(
     spans: dict[ir.Value, tuple[int, int, bool, bool, int]],
     preloaded: set[ir.Value],
+    free: int,
     ready: int,
     serial_writes: int,
     by_span: bool = False,
 ) -> int:
     """When a nest (or its parts, each with `spans`) is done, in bytes moved:
     loads of `preloaded` buffers (nothing in the program writes them) start
-    at once, the others when the earlier nests are done (`ready`); then
+    when the engine's DMAs are free (`free`, `Clock`), the others when the
+    earlier nests are done (`ready`); then
     `serial_writes` times the written bytes one after the other.  `by_span`:
     the parts' writes overlap, which orders the parts whole (the jam keeps
     their loops apart, D-NEM-JAM-ENGINES), charged as their written spans."""
-    pre = [n for m, (_, _, r, _, n) in spans.items() if r and m in preloaded] or [0]
     late = [n for m, (_, _, r, _, n) in spans.items() if r and m not in preloaded] or [0]
     write = sum(b - a if by_span else n for a, b, _, w, n in spans.values() if w)
-    return max(max(pre), ready + max(late)) + serial_writes * write
+    return max(free + _preloads(spans, preloaded), ready + max(late)) + serial_writes * write
+
+
+def _preloads(
+    spans: dict[ir.Value, tuple[int, int, bool, bool, int]], preloaded: set[ir.Value]
+) -> int:
+    """The largest read of a `preloaded` buffer (an input, weights) in
+    `spans`: what the nest or part adds to its engine's weight stream."""
+    return max([n for m, (_, _, r, _, n) in spans.items() if r and m in preloaded] or [0])
 
 
 def _apart(
@@ -175,10 +248,10 @@ def _contraction(band: Band, full: dict[ir.Value, tuple[int, int]], iv: ir.Value
     channels as one tile each made the model slower)."""
     if any(band.extents[i] > 1 for i in batch_loops(band)):
         return False
+    if not is_contraction(band):
+        return False
     ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
     written = {v for a in band.accesses if a.write for v in a.indices}
-    if all(v in written for v in [*ivs, *band.inner]):
-        return False  # no reduction loop: an elementwise nest
     out = {a.memref for a in band.accesses if a.write}
     rows = [v for v in ivs if v in written and v != iv and full[v][0] < full[v][1]]
 
@@ -222,20 +295,39 @@ def choose_split(
     band: Band,
     engines: int,
     preloaded: set[ir.Value],
-    ready: int,
+    clock: Clock,
+    whole: int = 0,
+    per_mac: float = 0.0,
+    sizes: Callable[[dict[int, list[int]] | None], Sequence[int]] | None = None,
     fits: Callable[[list[int]], bool] | None = None,
-) -> tuple[Split | None, int]:
-    """The band loop to split the nest along over `engines` parts (None: keep
-    it whole), and the estimated time the nest is done.  With `fits` (whether
-    one tile of these sizes fits L1), parts of a contraction whose written
-    elements are disjoint though their byte spans interleave are not ordered
-    one after the other when a part fits as one tile (`Split.whole`)."""
+) -> tuple[Split | None, Clock]:
+    """The band loop to split the nest along over `engines` parts, part k on
+    engine k (None: keep it whole, on engine `whole`), and the clock once
+    the nest is done.  `per_mac` (`mac_bytes`): a contraction's part is
+    done no sooner than its MACs take its engine's NMUs once the earlier
+    nests are done.  `sizes`: the tiling's sizes for the nest or one part of
+    it (loop -> the parts' extents, `tiling.band_sizes`); with them a
+    contraction's part is charged the reads its tiles stream
+    (`_streamed`).  With `fits` (whether one tile of these sizes fits L1),
+    parts of a contraction whose written elements are disjoint though their
+    byte spans interleave are not ordered one after the other when a part
+    fits as one tile (`Split.whole`)."""
+    ready = clock.ready
+    contraction = is_contraction(band)
+    macs = prod([*band.extents, *band.inner.values()]) * per_mac if contraction else 0.0
+    tiled = sizes if contraction else None
+
+    def computed(share: float) -> int:
+        return ready + int(macs * share)
+
     ivs, lows, full = _ranges(band)
-    whole = _spans(band, full)
-    if whole is None:
-        return None, ready
-    unsplit = _finish(whole, preloaded, ready, 1)
-    best: Split | None = None
+    spans_whole = _spans(band, full)
+    if spans_whole is None:
+        return None, clock
+    spans_whole = _streamed(spans_whole, band, tiled, None)
+    unsplit = max(_finish(spans_whole, preloaded, clock.busy[whole], ready, 1), computed(1.0))
+    # (estimate, bytes moved, the split, when its engines' weights are in)
+    chosen: list[tuple[int, int, Split, int]] = []
     for d, (iv, lo, ext) in enumerate(zip(ivs, lows, band.extents)):
         if ext < 2 or engines < 2:
             continue
@@ -260,16 +352,62 @@ def choose_split(
             and fits(part_sizes(band, d, chunk))
         )
         overlap = overlap and not one_tile
+        if not one_tile:  # a part of one tile reads each operand once
+            lengths = {d: sorted({chunk, ext - (parts - 1) * chunk})}
+            first = _streamed(first, band, tiled, lengths)
         target = _sum_target(band, {**full, iv: (lo, lo + chunk - 1)}) if overlap else None
         # a part's own write, then (partials) the sum nest reading them all
         # at once and writing C, or (overlap) each part's read-modify-write
         serial = 3 if target is not None else 2 * parts if overlap else 1
-        estimate = _finish(first, preloaded, ready, serial, overlap and target is None)
-        if estimate - ready < MIN_GAIN * (unsplit - ready) and (
-            best is None or estimate < best.estimate
-        ):
-            best = Split(d, parts, chunk, estimate, unsplit, target, one_tile)
-    return best, best.estimate if best else unsplit
+        # parts whose writes overlap run one after the other (they do not
+        # jam, D-NEM-JAM-ENGINES): their MACs add up as the whole nest's;
+        # the sum of partials reads them and writes C once the MACs are done
+        serialized = overlap and target is None
+        written = sum(n for _, _, _, w, n in first.values() if w)
+        moved = _finish(first, preloaded, max(clock.busy[:parts]), ready, serial, serialized)
+        estimate = max(moved, computed(1.0 if serialized else chunk / ext) + (serial - 1) * written)
+        if estimate - ready < MIN_GAIN * (unsplit - ready):
+            split = Split(d, parts, chunk, estimate, unsplit, target, one_tile)
+            weighed = max(clock.busy[:parts]) + _preloads(first, preloaded)
+            chosen.append((estimate, moved, split, weighed))
+    best = min(chosen, key=lambda c: c[0], default=None)
+    spread = min((c for c in chosen if not c[2].whole), key=lambda c: c[0], default=None)
+    if best is not None and best[2].whole and spread is not None and best[1] >= spread[1]:
+        # parts of one tile save bytes (a part of the weights each), not
+        # MACs: they win only where they move fewer bytes than the best
+        # tiled split, not by the MAC share of a split whose last part is
+        # shorter (session 29: SqueezeNet's fire2/fire3 3x3 expands, 27
+        # rows as 7, 7, 7, 6 against 128 channels as 4 x 32, ran slower as
+        # channel parts of one tile: 174,874 -> 181,010 cycles)
+        best = spread
+    if best is None:
+        weighed = clock.busy[whole] + _preloads(spans_whole, preloaded)
+        return None, clock.charge([whole], weighed, unsplit)
+    return best[2], clock.charge(range(best[2].parts), best[3], best[0])
+
+
+def _streamed(
+    spans: dict[ir.Value, tuple[int, int, bool, bool, int]],
+    band: Band,
+    sizes: Callable[[dict[int, list[int]] | None], Sequence[int]] | None,
+    parts: dict[int, list[int]] | None,
+) -> dict[ir.Value, tuple[int, int, bool, bool, int]]:
+    """`spans` of the nest or of one part (`parts`: loop -> the parts'
+    extents), each memref read charged at least what the tiles stream
+    into L1 with the tiling's sizes for it (`tile_cost.streamed`): its box
+    once when the tiling hoists its copy out of the tile loops, once per
+    trip of each tile loop it stays in (session 28: ZFNet's 5x5 convolution
+    split by rows re-read its 2.4 MB of weights for each of 5 column tiles,
+    140,290 cycles; along its reduction, each part's quarter once, 93,060).
+    Unchanged without sizes."""
+    if sizes is None:
+        return spans
+    from nem.compile.tile_cost import streamed
+
+    moved = streamed(band, sizes(parts), parts)
+    return {
+        m: (a, b, r, w, max(n, moved.get(m, 0)) if r else n) for m, (a, b, r, w, n) in spans.items()
+    }
 
 
 def _ranges(
@@ -378,8 +516,9 @@ def _loop_at(root: ir.Operation, depth: int) -> ir.Operation:
 def split_nest(root: ir.Operation, band: Band, split: Split) -> list[tuple[ir.Operation, int]]:
     """The nests that replace `root`, in place, each with its engine: the
     parts (clones before it, `root` itself is the last part), and with
-    `split.partials` the zero fills of the partial buffers before them and
-    the nest adding the partials into C after them (engine 0)."""
+    `split.partials` the zero fills of the partial buffers before them and,
+    last, the nest adding the partials into C after them (engine 0, which
+    `tiling.tile_module` plans again as any nest)."""
     lo = _lower(band.loops[split.loop])
     hi = lo + band.extents[split.loop]
     parts: list[ir.Operation] = []

@@ -46,14 +46,8 @@ def batch_loops(band: Band) -> frozenset[int]:
     not next to the channel dimension it would have to merge with,
     D-LOW-GROUPCONV), so these loops are tiled by 1."""
     ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
-    if any(len(a.map.results) < 3 for a in band.accesses):
+    if any(len(a.map.results) < 3 for a in band.accesses) or not is_contraction(band):
         return frozenset()
-    outs = {a.memref for a in band.accesses if a.write}
-    if len({a.memref for a in band.accesses} - outs) < 2:
-        return frozenset()  # not a product of two operands (a pooling, a reduction)
-    written = {v for a in band.accesses if a.write for v in a.indices}
-    if all(iv in written for iv in [*ivs, *band.inner]):
-        return frozenset()  # no reduction loop: nothing is contracted
 
     def first(a: Access) -> ir.Value | None:
         e = a.map.results[0]
@@ -61,6 +55,19 @@ def batch_loops(band: Band) -> frozenset[int]:
 
     lead = {first(a) for a in band.accesses}
     return frozenset(i for i, iv in enumerate(ivs) if lead == {iv})
+
+
+def is_contraction(band: Band) -> bool:
+    """Whether the nest contracts two operands or more (a convolution, a
+    matmul: the NMU's work): it reads two memrefs besides those it writes
+    (not a pooling or a plain reduction) and has a reduction loop, one that
+    no store's index uses."""
+    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in band.loops]
+    outs = {a.memref for a in band.accesses if a.write}
+    if len({a.memref for a in band.accesses} - outs) < 2:
+        return False
+    written = {v for a in band.accesses if a.write for v in a.indices}
+    return not all(iv in written for iv in [*ivs, *band.inner])
 
 
 def const_bound(op: ir.Operation, key: str) -> int | None:

@@ -353,3 +353,27 @@ def _by_cycles(
         return [int(x) for x in rows[at]]  # no cut offered, or the part is tiled already
     k = np.flatnonzero(cuts)[int(np.lexsort((moved[ok][cuts], est[:-1][cuts]))[0])]
     return [int(x) for x in rows[k]]
+
+
+def streamed(
+    band: Band, sizes: Sequence[int], parts: dict[int, list[int]] | None = None
+) -> dict[ir.Value, int]:
+    """The bytes each memref the band reads moves into L1 in one engine part
+    (`parts`: loop -> the extents of the parts; its longest is scored) tiled
+    by `sizes`: its tile box times the runs of its copy where `hoist` leaves
+    it (`tile_time.placed`).  What an engine split costs in reads is this,
+    not the box a part spans: a part's weights are read once when their
+    copy is hoisted out of its tile loops, once per tile when it is not
+    (D-COMPILE-ENGINES, session 28)."""
+    model = _Model(band)
+    if not model.linear_at(sizes):
+        return {}
+    lengths = np.array([max((parts or {}).get(i, [e])) for i, e in enumerate(band.extents)])
+    S = np.minimum(np.array([list(sizes)], dtype=np.int64), lengths[None, :])
+    boxes, width, written = model.boxes(S)
+    deps = {k: np.zeros(len(band.loops), dtype=bool) for k in boxes}
+    for k, _, _, _, coef in model.rows:
+        deps[k] |= coef.any(axis=0)
+    read = [k for k in boxes if not written[k]]
+    _, runs = tile_time.placed(S, lengths, [deps[k] for k in read])
+    return {model.mems[k]: int(np.prod(boxes[k][0]) * width[k] * r[0]) for k, r in zip(read, runs)}

@@ -93,6 +93,26 @@ def _copy(box: Box, runs: np.ndarray, dmas: int) -> tuple[np.ndarray, np.ndarray
     return -(-largest // DMA_BYTES) + DMA_LATENCY, -(-n // DMA_BYTES) + k * DMA_LATENCY
 
 
+def placed(
+    S: np.ndarray, lengths: np.ndarray, deps: list[np.ndarray]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Where `hoist` leaves each read copy of sizes `S` (per row) on loops of
+    `lengths`, and how often it runs: for each read's loops `deps` (bool per
+    loop), the innermost tiled loop its box depends on (-1: outside every
+    tiled loop) and the trips of the tiled loops at or outside it (1 there).
+    A read that depends on no tiled loop is copied once (hoisted weights);
+    one below a tiled loop it does not depend on is copied again per trip
+    of it (weights streamed per tile)."""
+    n = S.shape[1]
+    rows = np.arange(len(S))
+    tiled = S < lengths[None, :]
+    trips = -(-lengths[None, :] // S)
+    runs_at = np.cumprod(np.where(tiled, trips, 1), axis=1)
+    depth = [np.where(tiled & dep[None, :], np.arange(n)[None, :], -1).max(axis=1) for dep in deps]
+    runs = [np.where(d >= 0, runs_at[rows, np.maximum(d, 0)], 1) for d in depth]
+    return depth, runs
+
+
 def estimate(
     S: np.ndarray,
     lengths: np.ndarray,
@@ -112,18 +132,12 @@ def estimate(
     rows = np.arange(len(S))
     tiled = S < lengths[None, :]
     trips = -(-lengths[None, :] // S)
-    # the runs of a copy placed at loop j: the trips of the tiled loops at or outside j
     runs_at = np.cumprod(np.where(tiled, trips, 1), axis=1)
     loop_idx = np.where(tiled, np.arange(n)[None, :], -1)
     inner = loop_idx.max(axis=1)  # innermost tiled loop, -1: none
-    depth = [
-        np.where(tiled & dep[None, :], np.arange(n)[None, :], -1).max(axis=1) for _, dep in reads
-    ]
+    depth, runs = placed(S, lengths, [dep for _, dep in reads])
     over = dmas if split else 1
-    priced = [
-        _copy(b, np.where(d >= 0, runs_at[rows, np.maximum(d, 0)], 1), over)
-        for (b, _), d in zip(reads, depth)
-    ]
+    priced = [_copy(b, r, over) for (b, _), r in zip(reads, runs)]
     cost = [c for c, _ in priced]
 
     def hoisted_to(j: np.ndarray) -> np.ndarray:

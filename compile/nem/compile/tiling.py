@@ -127,6 +127,24 @@ def band_sizes(
     return tile_cost.search(band, budget, halving, parts, timed=timed, dmas=dmas)
 
 
+def sizer(
+    band: Band, options: CompileOptions, budget: int, dmas: int = 1
+) -> Callable[[dict[int, list[int]] | None], list[int]]:
+    """`band_sizes` of `band` as a function of `parts` alone, each answer
+    computed once: the engine split asks it for the whole nest and for each
+    candidate split's part (D-COMPILE-ENGINES), the plan again for the split
+    it takes, and the search is the dearest step of choosing a split."""
+    known: dict[tuple[tuple[int, tuple[int, ...]], ...], list[int]] = {}
+
+    def sizes(parts: dict[int, list[int]] | None) -> list[int]:
+        key = tuple(sorted((k, tuple(v)) for k, v in (parts or {}).items()))
+        if key not in known:
+            known[key] = band_sizes(band, options, budget, parts, dmas)
+        return list(known[key])
+
+    return sizes
+
+
 def l1_budget(device: Device, pipeline: bool) -> int:
     """Bytes one tile step may keep in L1 (half of it when double-buffered)."""
     l1 = device.topology.l1_size_bytes
@@ -151,24 +169,41 @@ def tile_module(
         module.operation
     )
     from nem.compile.checkpoints import checkpoint
-    from nem.compile.engines import choose_split, preloaded_memrefs, split_nest
+    from nem.compile.engines import (
+        Clock,
+        choose_split,
+        mac_bytes,
+        preloaded_memrefs,
+        split_nest,
+    )
 
     checkpoint("affine loops", module)  # the stage bisector's steps (nem.compile.bisect)
 
     plan: list[tuple[list[int], list[int]]] = []
     work: list[tuple[ir.Operation, Band, int]] = []
-    turn, ready = 0, 0
+    turn, clock = 0, Clock.start(engines)
     preloaded = preloaded_memrefs(entry)
-    for root in top_level_nests(entry):
+    per_mac = mac_bytes(device.units("DMA"), device.units("NMU"))
+    budget = l1_budget(device, options.pipeline)
+    todo = list(top_level_nests(entry))
+    while todo:
+        root = todo.pop(0)
         band = analyze_band(root)
         if band is None:
             continue
-        split, ready = choose_split(band, engines, preloaded, ready)
+        split, clock = choose_split(
+            band, engines, preloaded, clock, turn % engines, per_mac, sizer(band, options, budget)
+        )
         if split is None:
             work.append((root, band, turn % engines))
             turn += 1
             continue
-        for part, k in split_nest(root, band, split):
+        nests = split_nest(root, band, split)
+        if split.partials is not None:
+            # the sum of the partials: split over the engines as any
+            # elementwise nest (D-COMPILE-ENGINES, session 28)
+            todo.insert(0, nests.pop()[0])
+        for part, k in nests:
             part_band = analyze_band(part)
             assert part_band is not None  # constant bounds, affine accesses
             work.append((part, part_band, k))

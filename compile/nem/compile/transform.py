@@ -68,7 +68,7 @@ from nem.compile.target import FAST_SPACE
 from nem.frontends.upstream_dialects.upstream_ops import GENERALIZED_KNOWN
 
 if TYPE_CHECKING:
-    from nem.compile.engines import Split
+    from nem.compile.engines import Clock, Split
     from nem.compile.nest_ir import Band
     from nem.compile.options import CompileOptions
     from nem.dialect.device_model import Device
@@ -113,11 +113,11 @@ def plan_ops(
 class Planned:
     """`plan_ops`'s plans, with what planning the same function again needs
     to keep a prefix of them: the round-robin turn and the engines' estimated
-    finish (`choose_split`'s `ready`) after each op, and the positions of
+    finish (`choose_split`'s `Clock`) after each op, and the positions of
     the function's arguments that nothing writes (`preloaded_memrefs`)."""
 
     plans: list[Plan | None]
-    after: list[tuple[int, int]]
+    after: list[tuple[int, Clock]]
     preloaded: frozenset[int]
 
 
@@ -132,10 +132,17 @@ def _plan_ops(
     `fn` are those of that call, unchanged (the privatization rewrites ops
     from the first one it splits on: `tile_module`), so their plans are its
     plans when the preloaded arguments are the same too (each plan depends
-    on its op, the ops before it through the turn and `ready`, and those
+    on its op, the ops before it through the turn and the clock, and those
     arguments only)."""
     from nem.compile import nest_ir, tile_cost, tiling
-    from nem.compile.engines import choose_split, narrow_sums, part_sizes, preloaded_memrefs
+    from nem.compile.engines import (
+        Clock,
+        choose_split,
+        mac_bytes,
+        narrow_sums,
+        part_sizes,
+        preloaded_memrefs,
+    )
 
     # the whole module: the function may read its globals (constant weights)
     copy = ir.Module.parse(str(fn.parent), fn.context)
@@ -165,12 +172,13 @@ def _plan_ops(
     budget = tiling.l1_budget(device, options.pipeline)
     dmas = device.units("DMA")  # the tile estimate splits copies over them
     preloaded = preloaded_memrefs(cfn)
+    per_mac = mac_bytes(dmas, device.units("NMU"))
     unwritten = frozenset(ir.BlockArgument(a).arg_number for a in preloaded)
-    turn, ready = 0, 0
+    turn, clock = 0, Clock.start(engines)
     forced = dict(options.op_tile_sizes)
 
     def plan_of(op: ir.Operation, key: str) -> Plan | None:
-        nonlocal turn, ready
+        nonlocal turn, clock
         if not has_loops(op):  # on 0-d operands only: nothing to tile, lowered as is
             return None
         band = nest_ir.analyze_band(next(nests))
@@ -178,10 +186,19 @@ def _plan_ops(
             return None
         given = list(forced[key]) if key in forced else None  # --tune's (D-COMPILE-TUNE)
         pin = ir.IntegerAttr(op.attributes[PIN]).value if PIN in op.attributes else None
+        whole = turn % engines if pin is None else pin
+        most, before = engines if pin is None else 1, clock
+        sized = tiling.sizer(band, options, budget, dmas)
         # tuned sizes (`given`) tile every part: no part of one tile
-        n, before = engines if pin is None else 1, ready
-        split, ready = choose_split(
-            band, n, preloaded, ready, None if given else lambda s: tiling.fits(band, s, budget)
+        split, clock = choose_split(
+            band,
+            most,
+            preloaded,
+            clock,
+            whole,
+            per_mac,
+            sized,
+            None if given else lambda s: tiling.fits(band, s, budget),
         )
         parts = _parts(band, split)
         if split is not None and split.whole:
@@ -191,9 +208,9 @@ def _plan_ops(
             # D-COMPILE-TRANSFORM-PARTIALS, session 28), leaves its
             # parts one tile too (it loses no tile loop's two tiles in
             # flight) and `tile_time` estimates it slower
-            other, other_ready = choose_split(band, n, preloaded, before)
+            other, other_clock = choose_split(band, most, preloaded, before, whole, per_mac, sized)
             other_parts = _parts(band, other)
-            other_sizes = tiling.band_sizes(band, options, budget, other_parts, dmas)
+            other_sizes = sized(other_parts)
             mine = tile_cost.part_cycles(band, sizes, parts, dmas)
             theirs = tile_cost.part_cycles(band, other_sizes, other_parts, dmas)
             if (
@@ -206,9 +223,9 @@ def _plan_ops(
                 or theirs is None
                 or mine >= theirs
             ):
-                split, ready, parts, sizes = other, other_ready, other_parts, other_sizes
+                split, clock, parts, sizes = other, other_clock, other_parts, other_sizes
         else:
-            sizes = given or tiling.band_sizes(band, options, budget, parts, dmas)
+            sizes = given or sized(parts)
 
         def resize(
             b: int,
@@ -243,16 +260,16 @@ def _plan_ops(
 
     earlier, n = reuse if reuse is not None and reuse[0].preloaded == unwritten else (None, 0)
     out: list[Plan | None] = []
-    after: list[tuple[int, int]] = []
+    after: list[tuple[int, Clock]] = []
     for k, (op, key) in enumerate(zip(ops, op_keys(ops))):
         if earlier is not None and k < n:
             if has_loops(op):
                 next(nests)  # its nest, as the earlier call planned it
             out.append(earlier.plans[k])
-            turn, ready = earlier.after[k]
+            turn, clock = earlier.after[k]
         else:
             out.append(plan_of(op, key))
-        after.append((turn, ready))
+        after.append((turn, clock))
     return Planned(out, after, unwritten)
 
 
@@ -627,8 +644,10 @@ def _privatize(
     D-COMPILE-TRANSFORM-PARTIALS): part j >= 1 accumulates into a buffer of
     its own that a `linalg.fill` zeroes first, and one
     `linalg.generic` after the parts computes `C = ((C + P1) + P2) + ...`.
-    The fills and parts are pinned to the part's engine, the sum to engine
-    0.  Returns the split script run."""
+    The fills and parts are pinned to the part's engine; the sum is split
+    over the engines as any elementwise op (session 28: on engine 0 alone,
+    its reads of every partial took AlexNet's 3x3 convolutions' splits
+    10,722 cycles of their 34,576).  Returns the split script run."""
     outputs = {}
     for k, op, _ in todo:
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
@@ -657,8 +676,8 @@ def _privatize(
                 fill.attributes[PIN] = ir.IntegerAttr.get(i64, engine)
                 part.operands[len(part.operands) - 1] = buf
                 partials.append(buf)
-            total = _sum(partials, c, ir.InsertionPoint.after(parts[-1]))
-            total.attributes[PIN] = ir.IntegerAttr.get(i64, plan.engines[0])
+            # (not pinned: planned as any elementwise op, split over the engines)
+            _sum(partials, c, ir.InsertionPoint.after(parts[-1]))
         for part, engine in zip(parts, plan.engines):
             del part.attributes[TAG]
             part.attributes[PIN] = ir.IntegerAttr.get(i64, engine)
