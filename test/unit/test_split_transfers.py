@@ -96,21 +96,6 @@ def test_a_transfer_in_a_loop_spanning_min_once_splits():
     assert "ld_1" not in _split(LIT.read_text(), min_moved=1 << 30, min_once=1 << 17)
 
 
-def test_a_transfer_in_a_loop_of_two_trips_splits_from_min_single():
-    """A loop of `FEW_RUNS` (2) trips adds few slices over its runs: its
-    copies split from `min-single`, as one made once (session 29:
-    ShuffleNet's 14x14 depthwise tiles, 2 per engine part, each copied its
-    52 KB input rows whole on one DMA, 104 KB over its runs, under the 128
-    KiB `min-moved` share).  The loop's 64 KiB copies moved 128 KiB and
-    stayed whole; they split now, and stay whole from a `min-single` above
-    their span."""
-    text = LIT.read_text().replace("loop i in [0..3]", "loop i in [0..1]")
-    assert "loop i in [0..1]" in text
-    out = _split(text)
-    assert "deps=[ld_1, ld_2, ld_3, ld_4]" in out and "wait(st_1, st_2, st_3, st_4)" in out
-    assert "ld_1" not in _split(text, min_single=1 << 17)
-
-
 WEIGHTS_AND_LOOP = """device "npm_pro_x1.nem"
 
 program held:
@@ -465,18 +450,15 @@ def test_split_program_is_bit_identical_race_free_and_faster():
     assert timed_cycles(new.nem) < 0.9 * timed_cycles(old.nem)
 
 
-def test_a_densenet_layers_weights_split_before_its_tile_loop(monkeypatch):
+def test_a_densenet_layers_weights_split_before_its_tile_loop():
     """DenseNet-121's 1x1 layer pattern (session 25): BatchNormalization's
     per-channel scale and shift and a Relu before a 1x1 conv of 224 to 128
     channels over 28x28 pixels, on four engines.  Each engine part stages its
     112 KiB weights before its tile loop; held across the loop (the rule
     before: `retire-below` 16 KiB) they stayed whole on one DMA, the loop's
     tile copies having taken every token.  Waited for before the loop, they
-    split: the same output bits under random schedules, fewer cycles.  (With
-    `FEW_RUNS` the tile estimate makes each part one tile, no loop to hold
-    them across: the tiles of session 25 are those of `FEW_RUNS` = 1.)"""
+    split: the same output bits under random schedules, fewer cycles."""
     pytest.importorskip("mlir.ir")
-    monkeypatch.setattr(split_transfers, "FEW_RUNS", 1)
     from compile_runs import graph_model, only_output, timed_cycles
     from onnx import helper, numpy_helper
 
@@ -559,7 +541,7 @@ def test_a_densenet_3x3_kernels_weights_split_over_every_dma(monkeypatch):
 
 
 @pytest.mark.slow  # one compile and three runs of a conv
-def test_weights_staged_per_tile_split_however_few_the_tiles(monkeypatch):
+def test_weights_staged_per_tile_split_however_few_the_tiles():
     """A 3x3 conv of 256 to 64 channels over 8x8 pixels, tiles of 32 output
     channels on one engine: its tile loop of 2 iterations stages a 288 KiB
     weight slice each, 576 KiB over its runs, under a `min-moved` of 8 MiB
@@ -567,12 +549,9 @@ def test_weights_staged_per_tile_split_however_few_the_tiles(monkeypatch):
     Spanning `min-once` it splits (it stayed whole when `min-once` applied
     only to transfers in no loop; since session 26 in 4 slices, its kh, kw
     and input channels merged): the same output bits under random
-    schedules, in under 0.9x the cycles.  (`FEW_RUNS` = 1: a loop of 2
-    trips splits its copies from `min-single` since session 29.)"""
+    schedules, in under 0.9x the cycles."""
     pytest.importorskip("mlir.ir")
     from compile_runs import conv3x3_model, only_output, timed_cycles
-
-    monkeypatch.setattr(split_transfers, "FEW_RUNS", 1)
 
     from nem.compile import compile_onnx
 

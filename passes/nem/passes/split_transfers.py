@@ -13,8 +13,7 @@ side: a size measure of the box, not its cost, D-RT-COST), and at least `min-mov
 all its runs (times its loops' trip counts), or `min-once` on each run (in a
 loop or not: such a copy costs its DMA as long as one made once, and there
 are few), or in no loop `min-single` (a small layer's weights staged once
-before its tile loop; also in loops of at most `FEW_RUNS` trips, whose
-slices are as few), becomes k transfers of
+before its tile loop), becomes k transfers of
 disjoint slices along the outermost dimension larger than 1 (k = min(DMAs
 per engine, that dimension, span / `min-piece`), `even_parts`; a dimension
 shorter than the DMAs first merged with the contiguous ones inside it,
@@ -132,9 +131,6 @@ MIN_SINGLE = MIN_BYTES
 """A transfer that runs once (in no loop) splits from this span on: a small
 layer's weights or input staged before its tile loop (30-150 KB on one DMA)
 sit on the path to its first tile."""
-FEW_RUNS = 2
-"""A transfer run at most this many times (its loops' trip counts
-multiplied) splits from `min-single` on, as one made once does."""
 MIN_PIECE = 4096
 """No slice smaller than this (bytes): a transfer's fixed latency stays small
 beside its bytes."""
@@ -158,13 +154,12 @@ def least_span(
 ) -> np.ndarray:
     """The span (bytes) from which a transfer between L1 and DDR/L2 that runs
     `runs` times (its loops' trip counts multiplied) splits: `min-single` in
-    no loop or at most `FEW_RUNS` runs (ShuffleNet's depthwise row tiles, 2
-    per engine part, session 29); else `min-moved` over its runs, or `min-once` on each (it
+    no loop; in a loop `min-moved` over its runs, or `min-once` on each (it
     moves that on every run, whatever the trip counts); never under
     `min-bytes`.  Elementwise on arrays: D-COMPILE-TILE-TIME's estimate
     prices its candidates' copies by this rule (`nem.compile.tile_time`)."""
     looped = np.minimum(min_once, -(-min_moved // np.maximum(runs, 1)))
-    return np.maximum(min_bytes, np.where(np.less_equal(runs, FEW_RUNS), min_single, looped))
+    return np.maximum(min_bytes, np.where(np.equal(runs, 1), min_single, looped))
 
 
 def slice_count(
