@@ -38,7 +38,9 @@ def _model(
     Relu: a residual block's end), "bn_relu" (Mul by a per-channel scale, Add
     of a per-channel shift, Relu: one elementwise op, D-COMPILE-FUSE-CHAIN,
     whose scale and shift are broadcast), "bn_clip" (a BatchNormalization,
-    folded into the Conv by the importer, then Clip(0, 6): ReLU6) or "none";
+    folded into the Conv by the importer, then Clip(0, 6): ReLU6), "grouped"
+    (a 1x1 Conv with bias in 4 groups, reading the Conv's output through
+    the view that splits its channels) or "none";
     `group` > 1: a grouped Conv (depthwise with `group` = c = f)."""
     rng = np.random.default_rng(0)
 
@@ -72,6 +74,9 @@ def _model(
             helper.make_node("Add", ["c", "d"], ["s"], name="add"),
             helper.make_node("Relu", ["s"], ["y"], name="relu"),
         ]
+    elif tail == "grouped":  # a grouped 1x1 Conv with bias (4 groups) reads c
+        inits += [init("w2", f, f // 4, 1, 1), init("b2", f)]
+        nodes.append(helper.make_node("Conv", ["c", "w2", "b2"], ["y"], name="g4", group=4))
     elif tail == "bn_relu":  # an unfolded BatchNormalization: per-channel operands
         inits += [init("s", f, 1, 1), init("t", f, 1, 1)]
         nodes += [
@@ -353,4 +358,16 @@ def test_grouped_conv_bn_relu6_is_fused(group, c):
     steps = _after_convs(compile_onnx(model, **OPTS).nem)
     assert len(steps) > 1 and all(s in (["clamp"], ["add", "clamp"]) for s in steps[1:]), steps
     fused, plain = _same_bits(model)
+    assert plain - fused >= 4 * N * 4, (fused, plain)
+
+
+def test_a_depthwise_conv_read_by_a_grouped_one_is_fused():
+    """ShuffleNet's depthwise 3x3 then grouped 1x1 (session 29): the
+    grouped Conv reads the depthwise one's output through a view splitting
+    its channels in 4 groups, which the fusion took for a writer, so the
+    depthwise bias was broadcast through DDR and each output tile read back.
+    Both biases now start the tiles in L1: the output passes through DDR four
+    times less than unfused (each Conv's bias write and read-back), the bits
+    the unfused program's, the values onnxruntime's."""
+    fused, plain = _same_bits(_model("grouped", c=16, group=16))
     assert plain - fused >= 4 * N * 4, (fused, plain)

@@ -140,12 +140,22 @@ def _between(op: ir.Operation, first: ir.Operation, last: ir.Operation) -> bool:
     return between
 
 
+RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
+"""Views that only regroup a buffer's dimensions (D-COMPILE-FUSE-L1)."""
+
+
 def _only_read(v: ir.Value, skip: Sequence[ir.Operation]) -> bool:
-    """Every user of `v` but `skip` is a linalg op reading it (not writing)."""
+    """Every user of `v` but `skip` is a linalg op reading it (not writing),
+    directly or through a reshaping view whose users only read it (session
+    29: a depthwise convolution's output read by the next grouped one through
+    the view that splits its channels in groups, ShuffleNet's)."""
     for u in users_of(v):
         if any(u == s for s in skip):
             continue
-        if not u.name.startswith("linalg.") or v in operand_segments(u)[1]:
+        if u.name in RESHAPES:
+            if not _only_read(u.results[0], ()):
+                return False
+        elif not u.name.startswith("linalg.") or v in operand_segments(u)[1]:
             return False
     return True
 
