@@ -530,7 +530,8 @@ def _transpose_pads(
 
 def batchnorm(imp: Importer, node: Node) -> None:
     if node.index in imp.bn_folds.values():
-        return  # folded into the producing Conv
+        node.read_elsewhere()  # folded into the producing Conv, which read them
+        return
     x = imp.tensor(node.input(0))
     sc = _batchnorm_consts(imp, node)
     if sc is None:

@@ -294,6 +294,11 @@ class Node:
     def outputs(self) -> list[str]:
         return list(self.proto.output)
 
+    def read_elsewhere(self) -> None:
+        """Every input counts as looked at: another node's converter read
+        them (a BatchNormalization folded into its Conv)."""
+        self.read_inputs.update(range(len(self.proto.input)))
+
     def input(self, k: int) -> str:
         self.read_inputs.add(k)
         return self.proto.input[k] if k < len(self.proto.input) else ""

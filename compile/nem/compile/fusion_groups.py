@@ -1,0 +1,273 @@
+"""Which convolution and epilogues form one fused group (D-COMPILE-FUSE-L1):
+the analysis of `nem.compile.fusion`, apart from its rewrite.
+
+A group is a bias broadcast, the convolution accumulating into its output
+and up to MAX_EPILOGUES elementwise ops reading that output (a
+BatchNormalization's scale and shift, a ReLU or clip, a residual add),
+each only read elsewhere, so the tile can run them while it is in L1
+(`find_groups`; `fusion.fuse` rewrites each group into one op).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from mlir import ir
+
+from nem.compile.conv_forms import FORMS, RANK, Form
+from nem.compile.linalg_ir import (
+    all_parallel,
+    body_of,
+    identity_map,
+    map_strings,
+    operand_segments,
+    users_of,
+)
+from nem.compile.nest_ir import owner_op
+from nem.compile.slices import whole_buffer, written_apart
+
+MAX_EPILOGUES = 3
+
+
+@dataclass
+class Group:
+    """A bias broadcast, the convolution into its output, and the
+    elementwise ops fused after it (`find_groups`)."""
+
+    bias: ir.Operation
+    conv: ir.Operation
+    form: Form
+    out: ir.Value
+    """O, the output's NHWC buffer (the convolution's output, or what it
+    views: `Form.output`)."""
+    epilogues: list[ir.Operation]
+    others: list[list[ir.Value]]
+    """Each epilogue's inputs besides the previous result, in order."""
+    prevs: list[ir.Value]
+    """Each epilogue's input that the chain computes (O, P1, ..)."""
+
+    def outputs(self) -> list[ir.Value]:
+        """O, P1, .., Pk."""
+        return [self.out, *(operand_segments(e)[1][0] for e in self.epilogues)]
+
+    def mine(self) -> list[ir.Operation]:
+        """The ops of the group: the bias, the convolution (and the view it
+        writes O through), the epilogues."""
+        view = owner_op(self.conv.operands[2])
+        views = [view] if view is not None and self.out != self.conv.operands[2] else []
+        return [self.bias, self.conv, *views, *self.epilogues]
+
+    def keep(self) -> list[bool]:
+        """Per output: whether it is copied out of the tile (the last one;
+        a function argument, read by the caller; one something else reads)."""
+        ours = self.mine()
+        outs = self.outputs()
+        return [
+            owner_op(v) is None or any(all(u != s for s in ours) for u in users_of(v))
+            for v in outs[:-1]
+        ] + [True]
+
+    def first(self, n: int) -> Group:
+        """The group with its first `n` epilogues only."""
+        return replace(
+            self,
+            epilogues=self.epilogues[:n],
+            others=self.others[:n],
+            prevs=self.prevs[:n],
+        )
+
+
+def _f32(v: ir.Value) -> bool:
+    return isinstance(v.type, ir.MemRefType) and isinstance(
+        ir.MemRefType(v.type).element_type, ir.F32Type
+    )
+
+
+def _is_bias(op: ir.Operation, out: ir.Value) -> bool:
+    """`op` broadcasts a 1-d buffer over the last dimension of `out`."""
+    if op.name != "linalg.generic" or not all_parallel(op):
+        return False
+    ins, outs = operand_segments(op)
+    if len(ins) != 1 or outs != [out] or ir.MemRefType(ins[0].type).rank != 1:
+        return False
+    if map_strings(op) != ["affine_map<(d0, d1, d2, d3) -> (d3)>", identity_map(RANK)]:
+        return False
+    body = list(body_of(op).operations)
+    copies: bool = len(body) == 1 and body[0].operands[0] == body_of(op).arguments[0]
+    return copies
+
+
+def _between(op: ir.Operation, first: ir.Operation, last: ir.Operation) -> bool:
+    between: bool = first.is_before_in_block(op) and op.is_before_in_block(last)
+    return between
+
+
+RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
+"""Views that only regroup a buffer's dimensions (D-COMPILE-FUSE-L1)."""
+
+
+def _only_read(v: ir.Value, skip: Sequence[ir.Operation]) -> bool:
+    """Every user of `v` but `skip` is a linalg op reading it (not writing),
+    directly or through a reshaping view whose users only read it (session
+    29: a depthwise convolution's output read by the next grouped one through
+    the view that splits its channels in groups, ShuffleNet's)."""
+    for u in users_of(v):
+        if any(u == s for s in skip):
+            continue
+        if u.name in RESHAPES:
+            if not _only_read(u.results[0], ()):
+                return False
+        elif not u.name.startswith("linalg.") or v in operand_segments(u)[1]:
+            return False
+    return True
+
+
+def _epilogue(
+    op: ir.Operation, prev: ir.Value, conv: ir.Operation
+) -> tuple[list[ir.Value], ir.Value] | None:
+    """(its other inputs, its output) when `op` is an elementwise op on
+    `prev` that can run where `conv` is, else None."""
+    if op.name != "linalg.generic":
+        return None
+    if not all_parallel(op) or op.block != conv.block:
+        return None
+    ins, outs = operand_segments(op)
+    if len(outs) != 1 or sum(1 for v in ins if v == prev) != 1:
+        return None
+    out = outs[0]
+    maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
+    if str(maps[-1]) != identity_map(RANK) or not all(
+        _f32(v) and ir.MemRefType(v.type).rank == RANK for v in [prev, out]
+    ):
+        return None
+    for v, m in zip(ins, maps):  # prev at the identity, the others also broadcast
+        if not _f32(v) or (v == prev and str(m) != identity_map(RANK)):
+            return None
+        if not _broadcast(ir.AffineMapAttr(m).value, ir.MemRefType(v.type).shape):
+            return None
+    block = body_of(op)
+    if list(block.arguments[len(ins)].uses) or any(len(o.regions) for o in block.operations):
+        return None  # reads its output's old value, or has regions
+    for o in block.operations:  # values from outside: defined before the convolution
+        for v in o.operands:
+            owner = owner_op(v)
+            if owner is not None and owner.block != block and not owner.is_before_in_block(conv):
+                return None
+            if owner is None and v.owner != block:
+                return None
+    if not whole_buffer(out, conv.block) and not written_apart(out, op, conv):
+        return None
+    if any(u != op and not op.is_before_in_block(u) for u in users_of(out)):
+        return None  # something uses the output before the epilogue
+    others = [v for v in ins if v != prev]
+    for y in others:  # nothing between the convolution and `op` touches an input
+        if y in (out,) or any(
+            u.name.startswith("memref.") or _between(u, conv, op) for u in users_of(y)
+        ):
+            return None
+        owner = owner_op(y)
+        if owner is not None and (owner.block != conv.block or not owner.is_before_in_block(conv)):
+            return None
+    return others, out
+
+
+def _broadcast(m: ir.AffineMap, shape: Sequence[int]) -> bool:
+    """`m` reads an operand of `shape` at loop dimensions in loop order, or
+    at 0 on a dimension of size 1: the identity or a broadcast the lowering
+    raises (D-LOW-BCAST-OPERAND)."""
+    if m.n_dims != RANK or m.n_symbols or len(m.results) != len(shape):
+        return False
+    last = -1
+    for e, size in zip(m.results, shape):
+        if isinstance(e, ir.AffineDimExpr):
+            if e.position <= last:
+                return False
+            last = e.position
+        elif not (isinstance(e, ir.AffineConstantExpr) and e.value == 0 and size == 1):
+            return False
+    return True
+
+
+def other_maps(e: ir.Operation, prev: ir.Value) -> list[str]:
+    """The maps (over the 4 loops of the output) of epilogue `e`'s inputs
+    besides `prev`, in order."""
+    return [m for v, m in zip(operand_segments(e)[0], map_strings(e)) if v != prev]
+
+
+def widen(m: str, n: int) -> str:
+    """A map of the output's 4 loops over the first 4 of `n` loops (the
+    fused op's 7: n, oh, ow, f, kh, kw, c), or back with `n` = 4."""
+    head = m[: m.index("->")]
+    dims = ", ".join(f"d{i}" for i in range(n))
+    return f"affine_map<({dims}) " + m[len(head) :]
+
+
+def conv_group(conv: ir.Operation, form: Form) -> Group | None:
+    x, w, o_conv = list(conv.operands)
+    o = form.output(conv)
+    if o is None or not whole_buffer(o, conv.block) or not all(_f32(v) for v in (x, w, o_conv)):
+        return None
+    view = [] if o == o_conv else [owner_op(o_conv)]
+    users = [u for u in users_of(o) if all(u != v for v in view)]
+    if view and users_of(o_conv) != [conv]:
+        return None  # (O's view: the convolution's output only)
+    before = [u for u in users if u.block == conv.block and u.is_before_in_block(conv)]
+    if len(before) != 1 or not _is_bias(before[0], o) or any(u.block != conv.block for u in users):
+        return None
+    bias = before[0]
+    b = bias.operands[0]  # a weight: the function's argument, read only
+    if owner_op(b) is not None or any(
+        _between(u, bias, conv) or _writes(u, b) for u in users_of(b)
+    ):
+        return None
+    if not _only_read(o, [bias, conv, *view]):
+        return None
+    epilogues: list[ir.Operation] = []
+    others: list[list[ir.Value]] = []
+    outs = [o]
+    prev, skip = o, [bias, conv, *view]
+    prevs: list[ir.Value] = []
+    while len(epilogues) < MAX_EPILOGUES:
+        later = [u for u in users_of(prev) if all(u != s for s in skip)]
+        if not later:
+            break
+        first = _first(later)
+        found = _epilogue(first, prev, conv)
+        if found is None or any(y == v for y in found[0] for v in outs):
+            break  # (an input the fused op computes: not there before it)
+        prevs.append(prev)
+        epilogues.append(first)
+        others.append(found[0])
+        prev, skip = found[1], [first]
+        outs.append(prev)
+        if not _only_read(prev, skip):
+            break  # (its output is written again after it: the chain ends)
+    return Group(bias, conv, form, o, epilogues, others, prevs)
+
+
+def _writes(op: ir.Operation, v: ir.Value) -> bool:
+    """Whether `op` may write `v` (an output of a linalg op, or any other op)."""
+    if not op.name.startswith("linalg."):
+        return True
+    return v in operand_segments(op)[1]
+
+
+def _first(ops: list[ir.Operation]) -> ir.Operation:
+    first = ops[0]
+    for op in ops[1:]:
+        if op.is_before_in_block(first):
+            first = op
+    return first
+
+
+def find_groups(fn: ir.Operation) -> list[Group]:
+    """The fusable groups of `fn`'s body, one per convolution with a bias
+    broadcast (module doc)."""
+    groups = []
+    for op in fn.regions[0].blocks[0].operations:
+        if op.operation.name in FORMS:
+            g = conv_group(op.operation, FORMS[op.operation.name])
+            if g is not None:
+                groups.append(g)
+    return groups
