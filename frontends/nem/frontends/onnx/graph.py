@@ -470,6 +470,23 @@ class Importer:
             )
         return [int(v) for v in c.reshape(-1)]
 
+    def const_scalar(self, node: Node, k: int, what: str) -> float | None:
+        """Input `k` of `node` read at compile time as one number (a Clip
+        bound, Dropout's ratio), None when absent; one computed at run time,
+        or a constant of another size than one, is an error at the node."""
+        name = node.input(k)
+        if not name:
+            return None
+        c = self.const(name)
+        if c is None:
+            raise self.error(
+                f"not supported: {node.op_type} {what} '{name}' computed at run time",
+                fix=self.run_time_fix(name, what),
+            )
+        if c.size != 1:
+            raise self.error(f"{node.op_type} {what} '{name}' has {c.size} elements, not one")
+        return float(c.reshape(()))
+
     def run_time_fix(self, name: str, what: str) -> str:
         """How to make the compile-time operand `name` known: a graph input
         is bound (D-COMPILE-BIND), any other value computed from constants."""

@@ -178,20 +178,7 @@ def clip(imp: Importer, node: Node) -> None:
     if imp.opset < 11:
         lo, hi = node.attrs.get("min"), node.attrs.get("max")
     else:
-        bounds: list[float | None] = []
-        for k in (1, 2):
-            name = node.input(k)
-            if not name:
-                bounds.append(None)
-                continue
-            c = imp.const(name)
-            if c is None or c.size != 1:
-                raise imp.error(
-                    f"not supported: Clip bound '{name}' computed at run time",
-                    fix=imp.run_time_fix(name, "bound"),
-                )
-            bounds.append(float(c.reshape(())))
-        lo, hi = bounds
+        lo, hi = imp.const_scalar(node, 1, "bound"), imp.const_scalar(node, 2, "bound")
 
     def body(x: ir.Value) -> ir.Value:
         if lo is not None:
@@ -251,22 +238,9 @@ def dropout(imp: Importer, node: Node) -> None:
     ratio draws random numbers: not supported.  `ratio` and
     `training_mode` (inputs 1 and 2 from opset 12, D-COMPILE-BIND; the
     `ratio` attribute before) are read at compile time."""
-    ratio = float(node.attrs.get("ratio", 0.5))
-    training = False
-    for k, what in ((1, "ratio"), (2, "training_mode")):
-        name = node.input(k)
-        if not name:
-            continue
-        c = imp.const(name)
-        if c is None or c.size != 1:
-            raise imp.error(
-                f"not supported: Dropout {what} '{name}' computed at run time",
-                fix=imp.run_time_fix(name, what),
-            )
-        if k == 1:
-            ratio = float(c.reshape(()))
-        else:
-            training = bool(c.reshape(()))
+    given = imp.const_scalar(node, 1, "ratio")
+    ratio = float(node.attrs.get("ratio", 0.5)) if given is None else given
+    training = bool(imp.const_scalar(node, 2, "training_mode"))
     if training and ratio != 0.0:
         raise imp.error(
             f"not supported: Dropout in training mode with ratio {ratio:g}: its output is random",
