@@ -32,7 +32,10 @@ in the array it is cut from, run `runs` times (the trips of the tiled loops
 at or outside its loop), becomes k = `split_transfers.slice_count(span,
 rows, D, least_span(runs))` slices along its outermost dimension larger
 than 1 (`rows` long) over the engine's D DMAs (the pass's own functions:
-one home for the rule), so
+one home for the rule; but a copy run twice, which the pass splits from
+`min-single` as one made once, `few-runs`, is priced by the rule for loops:
+priced split, it moved ResNet-50's 1x1 tiles to picks that re-read their
+weights, session 30), so
 
     copy(b) = ceil(ceil(rows / k) * bytes(b) / rows / 32) + 4     its largest slice
     dma(b)  = ceil(bytes(b) / 32) + 4 * k                          all its slices

@@ -13,7 +13,8 @@ side: a size measure of the box, not its cost, D-RT-COST), and at least `min-mov
 all its runs (times its loops' trip counts), or `min-once` on each run (in a
 loop or not: such a copy costs its DMA as long as one made once, and there
 are few), or in no loop `min-single` (a small layer's weights staged once
-before its tile loop), becomes k transfers of
+before its tile loop; in loops of at most `few-runs` runs too, a small
+layer's row tiles), becomes k transfers of
 disjoint slices along the outermost dimension larger than 1 (k = min(DMAs
 per engine, that dimension, span / `min-piece`), `even_parts`; a dimension
 shorter than the DMAs first merged with the contiguous ones inside it,
@@ -131,6 +132,14 @@ MIN_SINGLE = MIN_BYTES
 """A transfer that runs once (in no loop) splits from this span on: a small
 layer's weights or input staged before its tile loop (30-150 KB on one DMA)
 sit on the path to its first tile."""
+FEW_RUNS = 2
+"""A transfer run at most this many times (its loops' trip counts
+multiplied) splits from `min-single`, as one run once: ShuffleNet's 14x14
+depthwise row tiles, two per engine part, copied whole on one DMA (52 KB,
+1,636 of a tile's 2,168 cycles).  The pass's rule only: D-COMPILE-TILE-TIME's
+estimate prices them as `least_span`'s default does (priced split, it moved
+ResNet-50's n54, n64 and n74 to tiles re-reading their weights, +2,564
+cycles each; D-NEM-SPLIT-TRANSFERS, session 30)."""
 MIN_PIECE = 4096
 """No slice smaller than this (bytes): a transfer's fixed latency stays small
 beside its bytes."""
@@ -151,15 +160,18 @@ def least_span(
     min_moved: int = MIN_MOVED,
     min_once: int = MIN_ONCE,
     min_single: int = MIN_SINGLE,
+    few: int = 1,
 ) -> np.ndarray:
     """The span (bytes) from which a transfer between L1 and DDR/L2 that runs
     `runs` times (its loops' trip counts multiplied) splits: `min-single` in
-    no loop; in a loop `min-moved` over its runs, or `min-once` on each (it
-    moves that on every run, whatever the trip counts); never under
-    `min-bytes`.  Elementwise on arrays: D-COMPILE-TILE-TIME's estimate
-    prices its candidates' copies by this rule (`nem.compile.tile_time`)."""
+    no loop, or run at most `few` times (the pass: `few-runs`); in a loop
+    `min-moved` over its runs, or `min-once` on each (it moves that on
+    every run, whatever the trip counts); never under `min-bytes`.
+    Elementwise on arrays: D-COMPILE-TILE-TIME's estimate prices its
+    candidates' copies by this rule (`nem.compile.tile_time`), `few` left
+    at 1: only the pass splits from `min-single` what runs twice."""
     looped = np.minimum(min_once, -(-min_moved // np.maximum(runs, 1)))
-    return np.maximum(min_bytes, np.where(np.equal(runs, 1), min_single, looped))
+    return np.maximum(min_bytes, np.where(np.less_equal(runs, few), min_single, looped))
 
 
 def slice_count(
@@ -418,6 +430,7 @@ class Choice:
     limit: int | None
     min_single: int = MIN_SINGLE
     retire_below: int = RETIRE_BELOW
+    few_runs: int = FEW_RUNS
     plans: dict[TransferOp, Plan] = field(default_factory=dict)
     ev: Evaluator = field(default_factory=Evaluator)
 
@@ -432,7 +445,9 @@ class Choice:
             live = block_liveness(block, self.ev, bodies=False)
         counts = live.counts()  # the block's own tokens; its loops' added below
         least = int(
-            least_span(runs, self.min_bytes, self.min_moved, self.min_once, self.min_single)
+            least_span(
+                runs, self.min_bytes, self.min_moved, self.min_once, self.min_single, self.few_runs
+            )
         )
         sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
         found = [
@@ -619,13 +634,23 @@ def choose_splits(
     min_once: int = MIN_ONCE,
     min_single: int = MIN_SINGLE,
     retire_below: int = RETIRE_BELOW,
+    few_runs: int = FEW_RUNS,
 ) -> dict[TransferOp, Plan]:
     """The transfers of `program` to split, with their plans: as many of the
     splittable ones (`plan_split`) as keep its live tokens within `limit`
     (`SEQ.max_active_tokens`, DEV-17), each with fewer slices where all
     would not fit."""
     choice = Choice(
-        dmas, sdmas, min_bytes, min_moved, min_once, min_piece, limit, min_single, retire_below
+        dmas,
+        sdmas,
+        min_bytes,
+        min_moved,
+        min_once,
+        min_piece,
+        limit,
+        min_single,
+        retire_below,
+        few_runs,
     )
     with gc_paused():
         choice.block(program.block, limit)
@@ -721,6 +746,7 @@ class SplitTransfersPass(ModulePass):
       min-moved: the same for the bytes over all its runs (span times its loops' trip counts)
       min-once: transfers spanning this split whatever they move over their runs
       min-single: transfers that run once (in no loop) split from this span on
+      few-runs: so do those run at most this many times (their loops' trip counts multiplied)
       retire-below: a transfer moving fewer bytes whose token a loop consumes is waited for before it (0: none)
       min-piece: no slice smaller than this (bytes)
       max-tokens: the live-token limit (overrides the device's SEQ.max_active_tokens)
@@ -735,6 +761,7 @@ class SplitTransfersPass(ModulePass):
     min_once: int = MIN_ONCE
     min_single: int = MIN_SINGLE
     retire_below: int = RETIRE_BELOW
+    few_runs: int = FEW_RUNS
     min_piece: int = MIN_PIECE
     max_tokens: int | None = None
     include_dirs: tuple[str, ...] = ()
@@ -757,6 +784,7 @@ class SplitTransfersPass(ModulePass):
                 self.min_once,
                 self.min_single,
                 self.retire_below,
+                self.few_runs,
             )
             walker = PatternRewriteWalker(
                 SplitTransfer(plans, Names(prog)), apply_recursively=False
