@@ -40,12 +40,13 @@ def is_structural(loop: affine.ForOp) -> bool:
             | AffineDmaWaitOp
             | MemRefDmaStartOp
             | MemRefDmaWaitOp
+            | memref.AllocOp
+            | memref.AllocaOp
+            | BufferOp  # in a loop, an allocation's (nem-declare-allocations)
             | COPY_OPS
             | asy.ExecuteOp
             | asy.AwaitOp,
         ) or op.name.startswith("linalg."):
-            return True
-        if allocation(op) is not None:
             return True
     return False
 
