@@ -4,27 +4,37 @@ the lowering's inputs, with the pipeline as declared and with it edited (a
 pass left out, the conversion with another table), must print the same
 `.nem` and the same remarks or errors (test_lowering_outline_kernels.py,
 test_lowering_memref_hints.py, test_lowering_async_groups.py,
-test_lowering_async_awaits.py)."""
+test_lowering_async_awaits.py, test_lowering_declare_buffers.py,
+test_lowering_declare_allocations.py); so must `nem-compile` of the ONNX
+samples (`sample_before_and_after`).  A handler two of them keep as it was
+lives here (`old_alloc`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
-from xdsl.dialects import func
+from xdsl.context import Context
+from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ParseError
 
 from nem.compile.lower import xdsl_context
+from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.frontends.nem_text.printer import print_nem
 from nem.frontends.upstream_dialects import parse_mlir
 from nem.passes.driver import run_pipeline
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.memref_roots import only_dma_tags
 from nem.passes.lowering.passes import LowerToNemPass, PreparedConversionPass
-from nem.passes.lowering.state import Handler
+from nem.passes.lowering.state import BlockState, Handler, Lowering
+from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
 
 INPUTS = Path(__file__).resolve().parents[1] / "lit" / "lowering" / "Inputs"
 MLIR_INPUTS = sorted(INPUTS.rglob("*.mlir"))
@@ -96,3 +106,91 @@ def before(
         return tuple(out)
 
     return edit
+
+
+def old_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockState) -> None:
+    """The conversion's handler of allocations before `nem-declare-allocations`
+    (53cdc1f9: `memory_ops.lower_alloc`): each named when the conversion
+    reaches it."""
+    ctx = lw.ctx
+    result = op.results[0]
+    t = result.type
+    assert isinstance(t, MemRefType)
+    if op.operands:
+        raise reject(
+            op,
+            f"dynamic shape {t} is not supported: NEM buffers have static sizes",
+            "tile with static sizes",
+        )
+    if result in ctx.tag_memrefs:
+        return
+    seen = ctx.views.get(result)
+    if seen is not None and seen.base.is_const():
+        return
+    if only_dma_tags(result):
+        ctx.tag_memrefs.add(result)
+        return
+    elem = t.element_type
+    check_elem(op, elem)
+    strides, off = memref_strides(op, t)
+    if off:
+        raise reject(op, "an allocation with a layout offset")
+    level = ctx.level(op, t)
+    nbytes = buffer_bytes(t.get_shape(), elem)
+    if seen is not None:
+        n_el = nbytes // View(seen.buffer, seen.level, elem, (), (), Aff.c(0), "").elem_bytes
+        base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n_el) if ctx.pipelined else Aff.c(0)
+        ctx.views[result] = replace(seen, base=base)
+        return
+    slots = 2 if ctx.pipelined else 1
+    name = ctx.names.fresh(result.name_hint, f"{level.split('[')[0]}_buf")
+    buf = ctx.declare_buffer(name, level, nbytes * slots, op.location)
+    ctx.allocated.append(buf)
+    base = Aff.c(0)
+    if slots == 2:
+        n_el = nbytes // View(buf, MemLevelAttr(level), elem, (), (), Aff.c(0), "").elem_bytes
+        base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n_el)
+        ctx.summary.slotted.append(name)
+    ctx.views[result] = View(
+        buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides, base, name
+    )
+
+
+OLD_ALLOCATIONS: dict[type[Operation], Handler] = {
+    memref.AllocOp: old_alloc,
+    memref.AllocaOp: old_alloc,
+}
+"""The table's entries of allocations before `nem-declare-allocations`."""
+
+
+def sample_before_and_after(
+    name: str,
+    rewrite: type[ModulePass],
+    made_by: Callable[[Operation], bool],
+    table: dict[type[Operation], Handler],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> tuple[str, str, int]:
+    """`nem-compile` of the ONNX sample `name` with the pass `rewrite`,
+    counting the ops it made (`made_by`), and as before it (the pass left
+    out, the conversion with `table`): (`.nem` with it, `.nem` before it,
+    ops made)."""
+    pytest.importorskip("onnx")
+    from nem.compile import compile_onnx
+    from nem.frontends.onnx import samples
+
+    model = samples.MODELS[name]("f32")
+    made: list[int] = []
+    apply = rewrite.apply
+
+    def counted(self: ModulePass, ctx: Context, op: ModuleOp) -> None:
+        apply(self, ctx, op)
+        made.append(sum(1 for o in op.walk() if made_by(o)))
+
+    with monkeypatch.context() as m:
+        m.setattr(rewrite, "apply", counted)
+        after = compile_onnx(model, stem=str(tmp_path / "after")).nem
+        m.setattr(PreparedConversionPass, "handlers", lambda self: table)
+        m.setattr(rewrite, "apply", lambda self, ctx, op: None)
+        old = compile_onnx(model, stem=str(tmp_path / "before")).nem
+    return after, old, sum(made)

@@ -30,10 +30,10 @@ from lowering_diff import (
     before,
     entries_in,
     lower,
+    sample_before_and_after,
 )
-from xdsl.context import Context
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Operation
 
 from nem.compile.lower import xdsl_context
@@ -278,24 +278,10 @@ def test_the_samples_compile_to_the_same_program(name: str, monkeypatch, tmp_pat
     """`nem-compile` of the ONNX samples that reshape (a Flatten, MatMuls on
     [1, S, D]): the same `.nem` with the pass as with the old handlers, and
     the pass made views."""
-    pytest.importorskip("onnx")
-    from nem.compile import compile_onnx
-    from nem.frontends.onnx import samples
-
-    model = samples.MODELS[name]("f32")
-    made: list[int] = []
-    apply = RewriteViewsPass.apply
-
-    def counted(self: RewriteViewsPass, ctx: Context, op: ModuleOp) -> None:
-        apply(self, ctx, op)
-        made.append(sum(1 for o in op.walk() if isinstance(o, ViewOp)))
-
-    monkeypatch.setattr(RewriteViewsPass, "apply", counted)
-    after = compile_onnx(model, stem=str(tmp_path / "after")).nem
-    assert sum(made) > 0
-    monkeypatch.setattr(PreparedConversionPass, "handlers", lambda self: OLD)
-    monkeypatch.setattr(RewriteViewsPass, "apply", lambda self, ctx, op: None)
-    assert compile_onnx(model, stem=str(tmp_path / "before")).nem == after
+    after, old, made = sample_before_and_after(
+        name, RewriteViewsPass, lambda o: isinstance(o, ViewOp), OLD, monkeypatch, tmp_path
+    )
+    assert made > 0 and old == after
 
 
 IN_A_NEST = """

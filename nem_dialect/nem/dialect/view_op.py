@@ -188,8 +188,8 @@ class ViewOp(IRDLOperation):
 def written_name(op: Operation) -> str:
     """The name messages give `op`: a view op's is the name of the op it
     replaced (the user wrote a `memref.subview`, never this op), a declared
-    buffer's `memref.get_global` (`buffer_op`)."""
-    if isinstance(op, ViewOp) and op.replaces is not None:
+    buffer's `memref.get_global` or allocation (`buffer_op`)."""
+    if isinstance(op, ViewOp | BufferOp) and op.replaces is not None:
         return op.replaces.data
     if isinstance(op, BufferOp):  # the first of the get_globals it replaced
         return "memref.get_global"

@@ -23,6 +23,7 @@ def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.jam_engine_loops import JamEngineLoopsPass
     from nem.passes.lowering.async_awaits import DropTokenAwaitsPass
     from nem.passes.lowering.async_groups import DropAsyncGroupsPass
+    from nem.passes.lowering.declare_allocations import DeclareAllocationsPass
     from nem.passes.lowering.declare_buffers import DeclareBuffersPass
     from nem.passes.lowering.memref_hints import DropMemrefHintsPass
     from nem.passes.lowering.outline_kernels import OutlineKernelsPass
@@ -54,6 +55,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 DropTokenAwaitsPass,
                 RewriteViewsPass,
                 DeclareBuffersPass,
+                DeclareAllocationsPass,
                 ConvertAffineToNemPass,
                 LowerToNemPass,
                 ForwardZeroFillsPass,

@@ -125,7 +125,7 @@ def _quote(spec: str, start: int) -> tuple[str, list[int]]:
     """`quote_option_values(spec)` and, for each of its characters, its
     position in the user's text (`spec` starts at `start` there; an added
     quote has the position of the character it precedes)."""
-    from nem.passes.lowering.passes import parse_spaces
+    from nem.passes.lowering.context import parse_spaces
 
     out: list[str] = []
     origin: list[int] = []

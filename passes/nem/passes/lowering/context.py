@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
+from nem.dialect.attributes import mem_level_error
 from nem.dialect.builder import Loc, NemBuilder
+from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.legality import TaskLegality
@@ -196,6 +198,66 @@ class Names:
         return name
 
 
+DEFAULT_SPACES = "0:DDR,1:L2,2:L1"
+
+
+def parse_spaces(text: str | tuple[str, ...]) -> dict[int, str]:
+    """The `memory-spaces` option: `SPACE:LEVEL` (or `SPACE-LEVEL`) items
+    separated by commas, e.g. `0:DDR,1:L2,2:L1[0]`; one string or xDSL's tuple
+    of items.  `nem-opt` accepts the `:` form unquoted in a pass's `{...}`
+    (it quotes the value before xDSL parses the pipeline, D-LOW-OPT-SPACES).  A bad
+    item (space not an integer, unknown level, space mapped twice) is a
+    one-line error naming the option and the item."""
+    if not isinstance(text, str):
+        text = ",".join(text)
+
+    def bad(why: str) -> NemDiagnosticError:
+        return NemDiagnosticError([Diagnostic("error", f"bad memory-spaces {why}")])
+
+    items = [p.strip() for p in text.split(",")]
+    if items == [""]:
+        raise bad("value: empty (write memory-spaces=0:DDR,1:L2,2:L1)")
+    out: dict[int, str] = {}
+    for item in items:
+        sep = ":" if ":" in item else "-"
+        k, found, lvl = (s.strip() for s in item.partition(sep))
+        if not found:
+            raise bad(f"item '{item}': expected SPACE:LEVEL, e.g. 1:L2")
+        if not (k.isascii() and k.isdigit()):
+            raise bad(f"item '{item}': memory space '{k}' is not a non-negative integer")
+        why = mem_level_error(lvl)
+        if why is not None:
+            raise bad(f"item '{item}': {why}")
+        if int(k) in out:
+            raise bad(f"item '{item}': memory space {int(k)} is already mapped to {out[int(k)]}")
+        out[int(k)] = lvl
+    return out
+
+
+def space_level(op: Operation | None, t: MemRefType, spaces: dict[int, str]) -> str:
+    """The level `spaces` (`memory-spaces`) maps a memref type's memory
+    space to, `L1` unnumbered (`LoweringContext.level` numbers it); else
+    rejected at `op`."""
+    ms = t.memory_space
+    if isinstance(ms, IntegerAttr):
+        k = ms.value.data
+    elif ms is None or ms.name == "builtin.none" or type(ms).__name__ == "NoneAttr":
+        k = 0
+    else:
+        raise reject(
+            op,
+            f"memory space {ms} is not an integer",
+            "use integer memory spaces and memory-spaces=0:DDR,1:L2,2:L1",
+        )
+    if k not in spaces:
+        raise reject(
+            op,
+            f"memory space {k} is not mapped to a NEM level",
+            f"add {k}:LEVEL to the memory-spaces option",
+        )
+    return spaces[k]
+
+
 class LoweringContext:
     """Everything one `convert-affine-to-nem` run knows (see the module doc)."""
 
@@ -286,24 +348,7 @@ class LoweringContext:
 
     def level(self, op: Operation | None, t: MemRefType) -> str:
         """The NEM level of a memref type's memory space (`memory-spaces`)."""
-        ms = t.memory_space
-        if isinstance(ms, IntegerAttr):
-            k = ms.value.data
-        elif ms is None or ms.name == "builtin.none" or type(ms).__name__ == "NoneAttr":
-            k = 0
-        else:
-            raise reject(
-                op,
-                f"memory space {ms} is not an integer",
-                "use integer memory spaces and memory-spaces=0:DDR,1:L2,2:L1",
-            )
-        if k not in self.options.spaces:
-            raise reject(
-                op,
-                f"memory space {k} is not mapped to a NEM level",
-                f"add {k}:LEVEL to the memory-spaces option",
-            )
-        level = self.options.spaces[k]
+        level = space_level(op, t, self.options.spaces)
         if level == "L1" and self.device is not None and self.device.topology.num_engines > 1:
             return "L1[0]"  # written out, so nem-verify has no choice to warn of (D-LOW-L1)
         return level

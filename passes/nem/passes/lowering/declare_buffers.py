@@ -156,20 +156,22 @@ def argument_name(fn: func.FuncOp, i: int) -> str:
 
 
 def declared_buffers(fn: func.FuncOp) -> Iterator[BufferOp]:
-    """The globals' buffers `declare` put at the start of `fn`, in order."""
+    """The globals' buffers `declare` put at the start of `fn`, in order
+    (an allocation's buffer there is not one: it stays where it was)."""
     for op in fn.body.block.ops:
-        if not isinstance(op, BufferOp):
+        if not isinstance(op, BufferOp) or op.is_allocation:
             return
         yield op
 
 
 def resumed_names(fn: func.FuncOp) -> Names:
-    """The generator where `declare` left it (`Names.resumed`)."""
+    """The generator where `declare` (and `nem-declare-allocations`, whose
+    buffers are anywhere in `fn`: one walk) left it (`Names.resumed`)."""
     count = fn.attributes[DEFAULT_NAMES]
     assert isinstance(count, IntegerAttr)
     args = fn.arg_attrs.data if fn.arg_attrs else ()
     taken = [n.data for d in args if isinstance(n := d.data.get(BUFFER), StringAttr)]
-    taken += [b.buffer_name for b in declared_buffers(fn)]
+    taken += [b.buffer.data for b in fn.walk() if isinstance(b, BufferOp) and b.buffer]
     return Names.resumed(taken, count.value.data)
 
 

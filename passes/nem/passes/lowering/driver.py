@@ -30,7 +30,7 @@ from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.ops import ProgramOp
 from nem.dialect.per_class import PerClass
-from nem.passes.lowering import declare_buffers, memref_globals
+from nem.passes.lowering import declare_allocations, declare_buffers, memref_globals
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext, Options
 from nem.passes.lowering.diagnostics import reject
@@ -99,12 +99,21 @@ class Lowerer(Lowering):
 
     # -- entry ------------------------------------------------------------------------
     def run(self, module: ModuleOp) -> ProgramOp:
-        """Convert the entry function, which `prepare`'s passes have prepared
-        (scf.for raised, dead arith dropped, ranges checked), into a
-        `nem.program` that replaces the module's functions."""
+        """`convert`, the entry's buffers and allocations declared first as
+        `nem-declare-buffers` and `nem-declare-allocations` declare them
+        (for a caller that ran neither; declared already, nothing changes)."""
+        fn = entry_function(module, self.options.entry)
+        declare_buffers.declare(fn)
+        declare_allocations.declare(fn, self.options.spaces)
+        return self.convert(module)
+
+    def convert(self, module: ModuleOp) -> ProgramOp:
+        """Convert the entry function, which the preparation passes have
+        prepared (scf.for raised, dead arith dropped, ranges checked, buffers
+        and allocations declared), into a `nem.program` that replaces the
+        module's functions."""
         funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
         fn = entry_function(module, self.options.entry)
-        declare_buffers.declare(fn)  # done by nem-declare-buffers unless called directly
         self.ctx = ctx = _context(self.options, fn)
         body = Block()
         opts = self.options

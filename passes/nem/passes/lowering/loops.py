@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import affine, memref
+from xdsl.dialects import affine
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
@@ -34,7 +34,7 @@ from nem.passes.lowering.partial_tiles import (
     partial_tile_op,
 )
 from nem.passes.lowering.reroll import is_rerolled, last_iteration
-from nem.passes.lowering.structure import is_structural
+from nem.passes.lowering.structure import allocation, is_structural
 from nem.passes.lowering.tile_loops import is_tile_loop
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def lower_for(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
         compute.lower_nest(lw, op, st)
 
 
-def staged_tiles(lw: Lowering, op: affine.ForOp) -> list[memref.AllocOp | memref.AllocaOp]:
+def staged_tiles(lw: Lowering, op: affine.ForOp) -> list[Operation]:
     """With `pipeline-tiles` (D-LOW-PIPE-BODY): the allocations of L1 buffers
     directly in the body of `op` (a tile loop whose tiles are staged in
     buffers of their own, as `transform.structured.promote` leaves them),
@@ -62,7 +62,7 @@ def staged_tiles(lw: Lowering, op: affine.ForOp) -> list[memref.AllocOp | memref
     ops = list(op.body.block.ops)
     if any(isinstance(o, affine.ForOp) and is_structural(o) for o in ops):
         return []
-    allocs = [o for o in ops if isinstance(o, memref.AllocOp | memref.AllocaOp)]
+    allocs = [o for o in ops if allocation(o) is not None]
     fast = [
         a
         for a in allocs

@@ -1,4 +1,5 @@
-"""Handlers of memref and data-movement ops: allocations (D-LOW-BUF; subviews, casts
+"""Handlers of memref and data-movement ops: allocations (D-LOW-BUF, declared
+and named by `nem-declare-allocations`, D-LOW-DECLARE; subviews, casts
 and reshapes are `nem_lowering.view`s by then, `memref_views.lower_view_op`),
 `memref.copy` and one-element copies (D-LOW-COPYNEST), DMA starts and waits
 (D-LOW-DMA).  Each task is emitted without dependencies:
@@ -14,6 +15,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
 from nem.dialect.attributes import MemLevelAttr
+from nem.dialect.buffer_op import BufferOp as DeclaredBuffer
 from nem.dialect.ops import BufferOp
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
@@ -61,15 +63,18 @@ DmaWait: TypeAlias = AffineDmaWaitOp | MemRefDmaWaitOp
 # ---------------------------------------------------------------------------
 
 
-def lower_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockState) -> None:
-    """A buffer at program scope (hoisted), with 2 slots `(v mod 2) * bytes`
-    inside a re-rolled pipelined loop; a `memref<..xi32>` used only as DMA
-    tags is no buffer (D-LOW-BUF)."""
+def lower_alloc(lw: Lowering, op: DeclaredBuffer, st: BlockState) -> None:
+    """An allocation, which `nem-declare-allocations` made a
+    `nem_lowering.buffer` and named (D-LOW-DECLARE): a buffer at program
+    scope (hoisted), with 2 slots `(v mod 2) * bytes` inside a re-rolled
+    pipelined loop; a `memref<..xi32>` used only as DMA tags is no buffer
+    (D-LOW-BUF)."""
     ctx = lw.ctx
-    result = op.results[0]
+    assert op.is_allocation  # a global's is declared by the driver, not lowered here
+    result = op.result
     t = result.type
     assert isinstance(t, MemRefType)
-    if op.operands:
+    if op.sizes:
         raise reject(
             op,
             f"dynamic shape {t} is not supported: NEM buffers have static sizes",
@@ -84,10 +89,7 @@ def lower_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockSta
         ctx.tag_memrefs.add(result)
         return
     elem = t.element_type
-    check_elem(op, elem)
-    strides, off = memref_strides(op, t)
-    if off:
-        raise reject(op, "an allocation with a layout offset")
+    strides = allocation_strides(op, t)
     level = ctx.level(op, t)
     nbytes = buffer_bytes(t.get_shape(), elem)
     if seen is not None:
@@ -98,8 +100,15 @@ def lower_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockSta
         base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n_el) if ctx.pipelined else Aff.c(0)
         ctx.views[result] = replace(seen, base=base)
         return
+    if op.buffer is None:
+        raise reject(
+            op,
+            "not supported: an allocation nem-declare-allocations did not name "
+            "(it ran with other memory-spaces than the conversion)",
+            "give both passes the same memory-spaces",
+        )
     slots = 2 if ctx.pipelined else 1
-    name = ctx.names.fresh(result.name_hint, f"{level.split('[')[0]}_buf")
+    name = op.buffer_name
     buf = ctx.declare_buffer(name, level, nbytes * slots, op.location)
     ctx.allocated.append(buf)
     base = Aff.c(0)
@@ -110,6 +119,17 @@ def lower_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockSta
     ctx.views[result] = View(
         buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides, base, name
     )
+
+
+def allocation_strides(op: Operation, t: MemRefType) -> tuple[int, ...]:
+    """The element strides of allocation `op` of type `t`, its element type
+    and layout checked (D-LOW-BUF): what the conversion rejects before it
+    names the buffer, so `nem-declare-allocations` names none it rejects."""
+    check_elem(op, t.element_type)
+    strides, off = memref_strides(op, t)
+    if off:
+        raise reject(op, "an allocation with a layout offset")
+    return strides
 
 
 def drop_unused_allocations(ctx: LoweringContext) -> None:
@@ -282,8 +302,7 @@ def dma_regions(lw: Lowering, op: DmaStart, st: BlockState) -> tuple[SSAValue, S
 
 
 HANDLERS: dict[type[Operation], Handler] = {
-    memref.AllocOp: lower_alloc,
-    memref.AllocaOp: lower_alloc,
+    DeclaredBuffer: lower_alloc,
     memref.CopyOp: lower_copy,
     MemRefCopyOp: lower_copy,
     AffineDmaStartOp: lower_dma_start,

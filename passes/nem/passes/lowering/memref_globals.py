@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 def declare(ctx: LoweringContext, op: BufferOp) -> None:
     """The view of `op`'s global's buffer, named as `nem-declare-buffers`
     named it (D-LOW-DECLARE)."""
+    assert op.global_ is not None
     glob = SymbolTable.lookup_symbol(op, op.global_)
     assert isinstance(glob, GlobalOp)  # nem-declare-buffers checked it
     ctx.views[op.result] = global_view(ctx, glob, op.buffer_name)

@@ -127,8 +127,11 @@ class MemrefRoots:
                 self._root(op.results[0])
         elif isinstance(op, memref.GetGlobalOp):
             self._root(op.memref, op.name_.root_reference.data)
-        elif isinstance(op, BufferOp):  # what nem-declare-buffers makes of them
+        elif isinstance(op, BufferOp) and op.global_ is not None:  # nem-declare-buffers'
             self._root(op.result, op.global_.root_reference.data)
+        elif isinstance(op, BufferOp):  # an allocation (nem-declare-allocations)
+            if not op.sizes and not only_dma_tags(op.result):
+                self._root(op.result)
         elif isinstance(op, memref.SubviewOp | memref.ViewOp):
             self._alias(op.result, op.source)
         elif isinstance(op, memref.CollapseShapeOp | memref.ExpandShapeOp):

@@ -34,6 +34,7 @@ from nem.passes.lowering.affine_algebra import (
     resolve_index,
 )
 from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.structure import allocation
 from nem.passes.lowering.views import View, contiguous_box, last_offset, row_major
 
 MINMAX_OPS = ("affine.min", "affine.max")
@@ -468,7 +469,8 @@ def _narrowed(
         raise no(f"{fast.view.name} is not a contiguous buffer")
     alloc = fast_val.owner
     if not (
-        isinstance(alloc, memref.AllocOp)
+        isinstance(alloc, Operation)
+        and allocation(alloc) == "memref.alloc"
         and (
             scope.loop.is_ancestor(alloc)
             or all(

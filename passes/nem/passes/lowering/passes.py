@@ -19,6 +19,8 @@
                                                     view -> nem_lowering.view)
         nem-declare-buffers{entry=F}               (D-LOW-DECLARE: arguments and globals named,
                                                     get_global -> nem_lowering.buffer)
+        nem-declare-allocations{memory-spaces=M    (D-LOW-DECLARE: alloc, alloca ->
+                                entry=F}            nem_lowering.buffer, named)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
@@ -63,7 +65,6 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass, PassPipeline
 
-from nem.dialect.attributes import mem_level_error
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import programs
 from nem.dialect.verifier import verify_declarations, verify_program
@@ -72,7 +73,8 @@ from nem.passes.forward_fills import ForwardZeroFillsPass
 from nem.passes.jam_engine_loops import JamEngineLoopsPass
 from nem.passes.lowering.async_awaits import DropTokenAwaitsPass
 from nem.passes.lowering.async_groups import DropAsyncGroupsPass
-from nem.passes.lowering.context import Options
+from nem.passes.lowering.context import DEFAULT_SPACES, Options, parse_spaces
+from nem.passes.lowering.declare_allocations import DeclareAllocationsPass
 from nem.passes.lowering.declare_buffers import DeclareBuffersPass
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.handlers import HANDLERS
@@ -89,41 +91,6 @@ from nem.passes.lowering.view_ops import RewriteViewsPass
 from nem.passes.pass_context import driver_options, report
 from nem.passes.split_transfers import SplitTransfersPass
 from nem.passes.synthesize_deps import SynthesizeDepsPass
-
-DEFAULT_SPACES = "0:DDR,1:L2,2:L1"
-
-
-def parse_spaces(text: str | tuple[str, ...]) -> dict[int, str]:
-    """The `memory-spaces` option: `SPACE:LEVEL` (or `SPACE-LEVEL`) items
-    separated by commas, e.g. `0:DDR,1:L2,2:L1[0]`; one string or xDSL's tuple
-    of items.  `nem-opt` accepts the `:` form unquoted in a pass's `{...}`
-    (it quotes the value before xDSL parses the pipeline, D-LOW-OPT-SPACES).  A bad
-    item (space not an integer, unknown level, space mapped twice) is a
-    one-line error naming the option and the item."""
-    if not isinstance(text, str):
-        text = ",".join(text)
-
-    def bad(why: str) -> NemDiagnosticError:
-        return NemDiagnosticError([Diagnostic("error", f"bad memory-spaces {why}")])
-
-    items = [p.strip() for p in text.split(",")]
-    if items == [""]:
-        raise bad("value: empty (write memory-spaces=0:DDR,1:L2,2:L1)")
-    out: dict[int, str] = {}
-    for item in items:
-        sep = ":" if ":" in item else "-"
-        k, found, lvl = (s.strip() for s in item.partition(sep))
-        if not found:
-            raise bad(f"item '{item}': expected SPACE:LEVEL, e.g. 1:L2")
-        if not (k.isascii() and k.isdigit()):
-            raise bad(f"item '{item}': memory space '{k}' is not a non-negative integer")
-        why = mem_level_error(lvl)
-        if why is not None:
-            raise bad(f"item '{item}': {why}")
-        if int(k) in out:
-            raise bad(f"item '{item}': memory space {int(k)} is already mapped to {out[int(k)]}")
-        out[int(k)] = lvl
-    return out
 
 
 @dataclass(frozen=True)
@@ -153,8 +120,11 @@ class LoweringOptions(ModulePass, ABC):
         )
 
 
-def preparation(entry: str | None) -> tuple[ModulePass, ...]:
-    """The passes that prepare `entry` for the conversion, in order."""
+def preparation(
+    entry: str | None, memory_spaces: tuple[str, ...] = (DEFAULT_SPACES,)
+) -> tuple[ModulePass, ...]:
+    """The passes that prepare `entry` for the conversion (with its
+    `memory-spaces`), in order."""
     return (
         RaiseScfForPass(),
         DropDeadArithPass(entry),
@@ -166,6 +136,7 @@ def preparation(entry: str | None) -> tuple[ModulePass, ...]:
         DropTokenAwaitsPass(entry),
         RewriteViewsPass(entry),
         DeclareBuffersPass(entry),
+        DeclareAllocationsPass(memory_spaces, entry),
     )
 
 
@@ -185,7 +156,8 @@ class ConvertAffineToNemPass(LoweringOptions):
     Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`,
     `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-outline-kernels`,
     `nem-drop-memref-hints`, `nem-drop-async-groups`, `nem-drop-token-awaits`,
-    `nem-rewrite-views` and `nem-declare-buffers` (`preparation`), so that run alone
+    `nem-rewrite-views`, `nem-declare-buffers` and `nem-declare-allocations`
+    (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).
@@ -205,10 +177,10 @@ class ConvertAffineToNemPass(LoweringOptions):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.prepare:
-            for p in preparation(self.entry):
+            for p in preparation(self.entry, self.memory_spaces):
                 p.apply(ctx, op)
         lowerer = Lowerer(self.options(), self.handlers(), progress=driver_options(ctx).progress)
-        lowerer.run(op)
+        lowerer.convert(op)  # its input prepared: by the passes above, or lower-to-nem's
         report(ctx, lowerer.remarks)
 
 
@@ -312,7 +284,7 @@ class LowerToNemPass(LoweringOptions):
         dirs = self.include_dirs
         options = {f.name: getattr(self, f.name) for f in fields(LoweringOptions)}
         return (
-            *preparation(self.entry),
+            *preparation(self.entry, self.memory_spaces),
             PreparedConversionPass(**options),
             CheckLoweredPass(declarations_only=True),
             ForwardZeroFillsPass(),

@@ -7,7 +7,9 @@ becomes one compute task.  Its own module so that both the conversion
 from __future__ import annotations
 
 from xdsl.dialects import affine, memref
+from xdsl.ir import Operation
 
+from nem.dialect.buffer_op import BufferOp
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
@@ -40,9 +42,22 @@ def is_structural(loop: affine.ForOp) -> bool:
             | MemRefDmaWaitOp
             | memref.AllocOp
             | memref.AllocaOp
+            | BufferOp  # in a loop, an allocation's (nem-declare-allocations)
             | COPY_OPS
             | asy.ExecuteOp
             | asy.AwaitOp,
         ) or op.name.startswith("linalg."):
             return True
     return False
+
+
+def allocation(op: Operation) -> str | None:
+    """`memref.alloc` or `memref.alloca` when `op` is one, or the
+    `nem_lowering.buffer` `nem-declare-allocations` made of one
+    (D-LOW-DECLARE), else None: the preparation passes ask before that
+    pass, the conversion after."""
+    if isinstance(op, memref.AllocOp | memref.AllocaOp):
+        return op.name
+    if isinstance(op, BufferOp) and op.replaces is not None:
+        return op.replaces.data
+    return None
