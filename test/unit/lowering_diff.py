@@ -5,9 +5,9 @@ pass left out, the conversion with another table), must print the same
 `.nem` and the same remarks or errors (test_lowering_outline_kernels.py,
 test_lowering_memref_hints.py, test_lowering_async_groups.py,
 test_lowering_async_awaits.py, test_lowering_declare_buffers.py,
-test_lowering_declare_allocations.py); so must `nem-compile` of the ONNX
-samples (`sample_before_and_after`).  A handler two of them keep as it was
-lives here (`old_alloc`)."""
+test_lowering_declare_allocations.py, test_lowering_fold_index_arith.py);
+so must `nem-compile` of the ONNX samples (`sample_before_and_after`).  A
+handler two of them keep as it was lives here (`old_alloc`)."""
 
 from __future__ import annotations
 
@@ -79,6 +79,15 @@ def lower(text: str, entry: str, edit: Callable[[Steps], Steps] | None = None) -
     except NemDiagnosticError as e:
         return None, [_text(d) for d in e.diagnostics]
     return print_nem(module), [_text(d) for d in diags]
+
+
+def assert_unchanged(path: Path, edit: Callable[[Steps], Steps]) -> None:
+    """Every public function of `path` lowers to the same `.nem`, remarks
+    and errors with `lower-to-nem`'s steps as declared and as `edit` gives
+    them (the differential test of a rewrite)."""
+    text = path.read_text()
+    for entry in entries_in(text):
+        assert lower(text, entry) == lower(text, entry, edit), entry
 
 
 def _text(d: Diagnostic) -> tuple[str, str, str, str | None]:

@@ -119,7 +119,7 @@ def test_lower_to_nem_prepares_its_input_once():
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
 
     steps = LowerToNemPass(entry="f").pipeline()
-    assert [p.name for p in steps[:12]] == [
+    assert [p.name for p in steps[:13]] == [
         "nem-raise-scf-for",
         "nem-drop-dead-arith",
         "nem-check-input-ranges",
@@ -131,9 +131,10 @@ def test_lower_to_nem_prepares_its_input_once():
         "nem-rewrite-views",
         "nem-declare-buffers",
         "nem-declare-allocations",
+        "nem-fold-index-arith",
         "convert-affine-to-nem",
     ]
     # the module-wide scf raise has no entry; every other step gets the pipeline's
-    assert [getattr(p, "entry", None) for p in steps[:12]] == [None] + ["f"] * 11
+    assert [getattr(p, "entry", None) for p in steps[:13]] == [None] + ["f"] * 12
     assert not [p for p in steps if isinstance(p, ConvertAffineToNemPass) and p.prepare]
     assert ConvertAffineToNemPass().prepare

@@ -25,6 +25,7 @@ def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.lowering.async_groups import DropAsyncGroupsPass
     from nem.passes.lowering.declare_allocations import DeclareAllocationsPass
     from nem.passes.lowering.declare_buffers import DeclareBuffersPass
+    from nem.passes.lowering.fold_index_arith import FoldIndexArithPass
     from nem.passes.lowering.memref_hints import DropMemrefHintsPass
     from nem.passes.lowering.outline_kernels import OutlineKernelsPass
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
@@ -56,6 +57,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 RewriteViewsPass,
                 DeclareBuffersPass,
                 DeclareAllocationsPass,
+                FoldIndexArithPass,
                 ConvertAffineToNemPass,
                 LowerToNemPass,
                 ForwardZeroFillsPass,

@@ -30,7 +30,11 @@ def lower_constant(lw: Lowering, op: arith.ConstantOp, st: BlockState) -> None:
 
 
 def lower_index_binop(lw: Lowering, op: Operation, st: BlockState) -> None:
-    """`arith` integer arithmetic on `index` values (affine or rejected)."""
+    """`arith` integer arithmetic on `index` values (affine or rejected):
+    what `nem-fold-index-arith` left (D-LOW-AFFINE): in the body of a loop
+    the conversion keeps around raised tiles (a tile loop, which only the
+    conversion decides), a product or division the loops' ranges make
+    affine, or what is not affine."""
     if not isinstance(op.results[0].type, IndexType):
         raise reject(op, "unsupported operation")
     ctx = lw.ctx

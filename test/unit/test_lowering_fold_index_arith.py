@@ -1,0 +1,206 @@
+"""`nem-fold-index-arith` (D-LOW-AFFINE): the `arith` index arithmetic the
+conversion evaluated op by op becomes `affine.apply`s with composed maps
+before it (issue 36 item 1).  The conversion's table keeps its entries: the
+index arithmetic of a tile loop's body, which the conversion decides to
+keep around raised tiles, is left to it.
+
+The differential test across that rewrite: `lower-to-nem` prints the same
+`.nem` and the same remarks or errors as the pipeline before it, without
+the pass and with the conversion's old handler (kept in lowering_diff.py),
+on every lowering input with index arithmetic; so does `nem-compile` of the
+ONNX samples.  What is not affine stays, rejected by the conversion with
+the same words at the same place."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from lowering_diff import (
+    INPUTS,
+    LIT_MLIR,
+    MLIR_INPUTS,
+    Outcome,
+    assert_unchanged,
+    before,
+    entries_in,
+    lower,
+    sample_before_and_after,
+)
+from xdsl.dialects import affine, arith
+from xdsl.passes import ModulePass
+
+from nem.compile.lower import xdsl_context
+from nem.frontends.upstream_dialects import parse_mlir
+from nem.passes.lowering.fold_index_arith import FoldIndexArithPass
+from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.lowering.passes import preparation
+
+_edit = before(FoldIndexArithPass, HANDLERS)
+
+
+def _before(text: str, entry: str) -> Outcome:
+    """`lower` as before the pass: without it, the old handler in the table."""
+    return lower(text, entry, _edit)
+
+
+TILE_LOOP = """
+func.func @main(%A: memref<32xf32>, %B: memref<32xf32>) {
+  affine.for %t = 0 to 32 step 8 {
+    %o = arith.addi %t, %t : index
+    affine.for %i = 0 to 8 {
+      %a = affine.load %A[%i * -1 + 31] : memref<32xf32>
+      affine.store %a, %B[%o + %i + %t * -1] : memref<32xf32>
+    }
+  }
+  return
+}
+"""
+"""A tile loop (`%t`): a NEM loop around the nest's tiles, which the
+conversion decides on the loop's index values (`tile_loops.tile_loop`);
+before it, the loop is a loop nest like any other."""
+
+
+class _NotInThePipeline(ModulePass):
+    """Dropped from `lower-to-nem`'s steps by `before`: none is dropped."""
+
+    name = "not-in-the-pipeline"
+
+
+def test_a_tile_loops_arithmetic_is_left_to_the_conversion() -> None:
+    """The pass does not know which loops the conversion will keep around
+    raised tiles, and a nest's ops are its kernel's text or its raising's
+    input: the tile loop's `arith.addi` stays, and the conversion's handler
+    evaluates it.  So `arith.addi` and `arith.subi` keep their entries
+    (D-LOW-AFFINE): without them this lowers to `unsupported operation`."""
+    assert "arith.addi %t, %t" in _folded(TILE_LOOP, "main")
+    nem, _ = lower(TILE_LOOP, "main")
+    assert nem is not None and "loop t in [0..3]:" in nem
+    assert {arith.AddiOp, arith.SubiOp} <= set(HANDLERS)
+    without = {k: v for k, v in HANDLERS.items() if k not in (arith.AddiOp, arith.SubiOp)}
+    error = lower(TILE_LOOP, "main", before(_NotInThePipeline, without))[1][0][1]
+    assert error == "cannot lower 'arith.addi': unsupported operation"
+
+
+_INDEX_ARITH = re.compile(r"arith\.(addi|subi|muli|divsi|divui|remsi|remui|floordivsi|ceildivsi)")
+FILES = [
+    p
+    for p in MLIR_INPUTS + LIT_MLIR
+    if _INDEX_ARITH.search(p.read_text()) or ("affine.apply" in p.read_text())
+]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(INPUTS.parents[1])))
+def test_the_rewrite_changes_no_output(path: Path) -> None:
+    """Every public function of every lowering input with index arithmetic
+    or an apply lowers to the same `.nem`, remarks and errors with the pass
+    and as before it."""
+    assert_unchanged(path, _edit)
+
+
+def _folded(text: str, entry: str) -> str:
+    """`entry` of `text` after the preparation, the pass its last step."""
+    ctx = xdsl_context()
+    module = parse_mlir(ctx, text)
+    for p in preparation(entry):
+        p.apply(ctx, module)
+    return str(module)
+
+
+def test_the_inputs_index_arithmetic_becomes_applies() -> None:
+    """The differential is not vacuous: in the inputs' entries that lower,
+    the pass leaves no `arith.addi`/`subi` on indices where the conversion
+    evaluates them, and makes applies of most of their arithmetic."""
+    path = INPUTS / "index_arith.mlir"
+    text = path.read_text()
+    made = 0
+    for entry in entries_in(text):
+        assert lower(text, entry)[0] is not None, entry
+        fn = _folded(text, entry)
+        fn = fn[fn.index(f"func.func @{entry}(") :]
+        fn = fn[: fn.find("\n  func.func ") + 1 or None]
+        assert not re.search(r"arith\.(addi|subi) %\S+, %\S+ : index", fn), entry
+        made += fn.count("affine.apply")
+    assert made >= 20
+
+
+REJECTED = {
+    "product": (
+        "%p = arith.muli %i, %i : index",
+        "product of two non-constant indices is not affine",
+    ),
+    "by_variable": (
+        "%p = arith.divsi %i, %i : index",
+        "division by a non-constant or non-positive value",
+    ),
+    "by_zero": (
+        "%p = arith.remui %i, %c0 : index",
+        "division by a non-constant or non-positive value",
+    ),
+    "by_negative": (
+        "%p = arith.floordivsi %i, %cm4 : index",
+        "division by a non-constant or non-positive value",
+    ),
+    "negative": (
+        "%p = arith.divsi %n, %c4 : index",
+        "signed division of a possibly negative index",
+    ),
+    "negative_rem": (
+        "%p = arith.remsi %n, %c4 : index",
+        "signed division of a possibly negative index",
+    ),
+    "map_by_zero": (
+        "%p = affine.apply affine_map<(d0)[s0] -> (s0 floordiv 0 + d0)>(%i)[%c2]",
+        "non-affine index: FloorDiv by a non-constant or non-positive value",
+    ),
+    "not_index": (
+        "%f2 = arith.addi %f, %f : i32\n    %p = arith.index_cast %f2 : i32 to index",
+        "unsupported operation",
+    ),
+}
+"""Index arithmetic the conversion rejects, each in its own way (`%n` is
+`%i - 2`, possibly negative, which the pass rewrites; `%p` is used; an
+apply whose map divides by 0 once a constant is folded is left as it is)."""
+
+
+@pytest.mark.parametrize("case", REJECTED)
+def test_the_errors_stay_word_for_word(case: str) -> None:
+    """What is not affine is left: the same message, location and fix as
+    before the pass."""
+    line, reason = REJECTED[case]
+    text = (
+        "func.func @main(%x: memref<64xf32>, %y: memref<64xf32>) {\n"
+        "  %c0 = arith.constant 0 : index\n  %c2 = arith.constant 2 : index\n"
+        "  %c4 = arith.constant 4 : index\n  %cm4 = arith.constant -4 : index\n"
+        "  %f = arith.constant 1 : i32\n"
+        "  affine.for %i = 0 to 4 {\n    %n = arith.subi %i, %c2 : index\n"
+        f"    {line}\n"
+        "    %s = memref.subview %x[%p] [4] [1] : memref<64xf32> to memref<4xf32, strided<[1], offset: ?>>\n"
+        "    %t = memref.subview %y[%n] [4] [1] : memref<64xf32> to memref<4xf32, strided<[1], offset: ?>>\n"
+        "    memref.copy %s, %t : memref<4xf32, strided<[1], offset: ?>> to memref<4xf32, strided<[1], offset: ?>>\n"
+        "  }\n  return\n}\n"
+    )
+    assert "affine.apply affine_map<(d0) -> ((d0 + -2))> (%i)" in _folded(text, "main")
+    new = lower(text, "main")
+    assert new == _before(text, "main")
+    nem, ((sev, msg, loc, _),) = new
+    op = line.split()[2]  # the first op of the line is rejected
+    assert nem is None and sev == "error" and msg == f"cannot lower '{op}': {reason}"
+    assert loc.endswith(":9:5"), loc
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "resblock", "transformer"])
+def test_the_samples_compile_to_the_same_program(name: str, monkeypatch, tmp_path: Path) -> None:
+    """`nem-compile` of the ONNX samples: the same `.nem` with the pass as
+    without it (their index arithmetic is `affine.apply` already, in the
+    loops the conversion lowers one by one: the pass rewrites none)."""
+    after, old, _ = sample_before_and_after(
+        name,
+        FoldIndexArithPass,
+        lambda o: isinstance(o, affine.ApplyOp),
+        HANDLERS,
+        monkeypatch,
+        tmp_path,
+    )
+    assert old == after
