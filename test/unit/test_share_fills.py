@@ -58,27 +58,43 @@ def _conv_chain_model(hw: int, c: int):
     return graph_model(nodes, [1, c, hw, hw], ws, opset=17)
 
 
-@pytest.mark.parametrize("which", ["pool", "conv_chain"])
-def test_sharing_keeps_results_bit_for_bit(which, monkeypatch):
+def _compile(model, shared: bool, monkeypatch):
+    from nem.compile import compile_onnx
+
+    with monkeypatch.context() as m:
+        if not shared:
+            m.setattr(share_fills, "WINDOWS", ())
+        return compile_onnx(model, device=DEVICE)
+
+
+def test_sharing_keeps_results_bit_for_bit(monkeypatch):
+    """The pool's `-inf` strips: fewer tasks, the same output bits."""
     pytest.importorskip("mlir.ir")
     pytest.importorskip("onnx")
     from compile_runs import run_compiled, timed_tasks
 
-    from nem.compile import compile_onnx
-
-    model = _pool_model(13, 16, 8) if which == "pool" else _conv_chain_model(12, 16)
+    model = _pool_model(13, 16, 8)
     outs, tasks = {}, {}
     for shared in (False, True):
-        with monkeypatch.context() as m:
-            if not shared:
-                m.setattr(share_fills, "WINDOWS", ())
-            result = compile_onnx(model, device=DEVICE)
+        result = _compile(model, shared, monkeypatch)
         it, _ = run_compiled(result, model, DEVICE, schedules=3)
         ((name, shape, dtype),) = result.interface.outputs
         outs[shared] = it.read_tensor(name, shape, dtype).view(np.uint32)
         tasks[shared] = timed_tasks(result.nem)
     np.testing.assert_array_equal(outs[False], outs[True])
     assert tasks[True] < tasks[False]
+
+
+def test_lone_zero_fills_are_left(monkeypatch):
+    """A padded convolution chain's borders are lone zero clamps (chains of
+    one task, below `MIN_TASKS`): the program is the one without the pass."""
+    pytest.importorskip("mlir.ir")
+    pytest.importorskip("onnx")
+
+    model = _conv_chain_model(12, 16)
+    plain = _compile(model, False, monkeypatch).nem
+    assert "min=0 max=0" in plain
+    assert _compile(model, True, monkeypatch).nem == plain
 
 
 def _chain(buf: str, size: int, name: str, dst: int) -> str:

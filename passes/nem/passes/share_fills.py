@@ -5,7 +5,8 @@ A padded input's border strips get their constant from a *fill chain* per
 strip: a `clamp` on `i8` with min = max over a dense L1 region (the region
 is that constant whatever it held), then compute tasks reading and writing
 only that region (a MaxPool's `-inf`: `clamp` (f32, -FLT_MAX), `add` x+x),
-then the store of the strip.  Each chain fills an L1 buffer of its own,
+then the store of the strip (chains of `MIN_TASKS` tasks or more are
+shared: a lone zero clamp is left alone).  Each chain fills an L1 buffer of its own,
 which the packing (D-LOW-SHARE) puts at one offset per engine, so the
 chains run one after the other.  A later chain identical to an earlier one
 (opcodes, types, argument keys, bytes, level) whose buffer nothing writes
@@ -56,6 +57,11 @@ from nem.passes.share_buffers import packed_footprints
 
 WINDOWS: tuple[int | None, ...] = (None, 64, 16, 4)
 """The windows tried, widest (unbounded) first (D-LOW-FILL-SHARE)."""
+
+MIN_TASKS = 2
+"""The shortest chain shared: a lone zero `clamp` (a padded convolution's
+border) is left to fill its own buffer; sharing those made DenseNet-121
+2.3% slower (D-LOW-FILL-SHARE)."""
 
 
 @dataclass
@@ -185,7 +191,7 @@ def _within(ev: Evaluator, buf: SSAValue, p: Place) -> bool:
 
 def find_shares(program: ProgramOp, window: int | None) -> list[Share]:
     """The chains of `program` to drop, each with the earlier chain it
-    reuses: same signature, offset and level; both buffers candidates of
+    reuses: of `MIN_TASKS` tasks or more; the same signature, offset and level; both buffers candidates of
     the packing (static size, only region uses), written by their chain
     only, and the later one's regions within its chain's bytes; the later
     buffer's last use before the next loop after the earlier chain, and
@@ -213,7 +219,7 @@ def find_shares(program: ProgramOp, window: int | None) -> list[Share]:
     for chain in _chains(program, ev):
         buf = chain.place.buffer
         lt = life.get(buf)
-        if lt is None or writes.get(buf, 0) != len(chain.tasks):
+        if len(chain.tasks) < MIN_TASKS or lt is None or writes.get(buf, 0) != len(chain.tasks):
             continue
         if any(c.result.uses for c in chain.tasks):
             continue
