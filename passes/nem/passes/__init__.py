@@ -37,6 +37,7 @@ def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.lowering.reroll import RerollPipelinesPass
     from nem.passes.lowering.view_ops import RewriteViewsPass
     from nem.passes.share_buffers import ShareBuffersPass
+    from nem.passes.share_fills import ShareConstantFillsPass
     from nem.passes.split_transfers import SplitTransfersPass
     from nem.passes.synthesize_deps import SynthesizeDepsPass
     from nem.passes.verify import PASSES as _VERIFY_PASSES
@@ -62,6 +63,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 LowerToNemPass,
                 ForwardZeroFillsPass,
                 JamEngineLoopsPass,
+                ShareConstantFillsPass,
                 SynthesizeDepsPass,
                 ShareBuffersPass,
                 SplitTransfersPass,

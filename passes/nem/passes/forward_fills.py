@@ -97,7 +97,7 @@ class Place:
     dense: bool
 
 
-def _place(ev: Evaluator, region: SSAValue) -> Place | None:
+def place_of(ev: Evaluator, region: SSAValue) -> Place | None:
     rop = region.owner
     if not isinstance(rop, RegionOp):
         return None
@@ -115,9 +115,10 @@ def _place(ev: Evaluator, region: SSAValue) -> Place | None:
     return Place(buf, lo, lo + n, dense)
 
 
-def _zero_clamp(op: Operation, ev: Evaluator) -> SSAValue | None:
-    """The region a `clamp in R out R min=0 max=0` on `i8` zeroes, else None
-    (its input may be another region op over the same bytes)."""
+def i8_clamp(op: Operation) -> tuple[SSAValue, SSAValue, SSAValue] | None:
+    """A `clamp` on `i8` with one input and one output, without deps: its
+    output region and its min and max arguments (an integer attribute
+    refers to an index argument); else None."""
     if not isinstance(op, ComputeOp) or op.opcode != "clamp" or op.deps:
         return None
     if len(op.ins) != 1 or len(op.outs) != 1:
@@ -125,11 +126,19 @@ def _zero_clamp(op: Operation, ev: Evaluator) -> SSAValue | None:
     t = op.outs[0].type
     if not isinstance(t, RegionType) or t.elem_name != "i8":
         return None
-    for key in ("min", "max"):
-        a = op.attrs.data.get(key)  # an integer attribute refers to an index argument
-        if not isinstance(a, ArgRefAttr) or ev.static(op.args[a.index.data]) != 0:
-            return None
-    return op.outs[0]
+    lo, hi = op.attrs.data.get("min"), op.attrs.data.get("max")
+    if not isinstance(lo, ArgRefAttr) or not isinstance(hi, ArgRefAttr):
+        return None
+    return op.outs[0], op.args[lo.index.data], op.args[hi.index.data]
+
+
+def _zero_clamp(op: Operation, ev: Evaluator) -> SSAValue | None:
+    """The region a `clamp in R out R min=0 max=0` on `i8` zeroes, else None
+    (its input may be another region op over the same bytes)."""
+    found = i8_clamp(op)
+    if found is None or ev.static(found[1]) != 0 or ev.static(found[2]) != 0:
+        return None
+    return found[0]
 
 
 def forward_zero_fills(program: ProgramOp) -> int:
@@ -149,13 +158,13 @@ def forward_zero_fills(program: ProgramOp) -> int:
             continue
         zeroed = _zero_clamp(op, ev)
         if zeroed is not None and isinstance(op, ComputeOp):
-            p = _place(ev, zeroed)
-            if p is not None and p.dense and _place(ev, op.ins[0]) == p:
+            p = place_of(ev, zeroed)
+            if p is not None and p.dense and place_of(ev, op.ins[0]) == p:
                 zeros.add(p.buffer, p.lo, p.hi)
                 continue
         copied: Place | None = None  # a dense destination the transfer fills with zeros
         if isinstance(op, TransferOp):
-            src, dst = _place(ev, op.src), _place(ev, op.dst)
+            src, dst = place_of(ev, op.src), place_of(ev, op.dst)
             if (
                 src is not None
                 and dst is not None
@@ -171,7 +180,7 @@ def forward_zero_fills(program: ProgramOp) -> int:
                     continue
         _, writes, _ = task_operands(op)
         for w in writes:
-            p = _place(ev, w)
+            p = place_of(ev, w)
             if p is None:
                 owner = w.owner
                 if isinstance(owner, RegionOp):

@@ -30,6 +30,8 @@
         nem-jam-engine-loops                       (D-NEM-JAM-ENGINES: one loop for the engine
                                                     parts of a split nest; jam-engine-loops=false
                                                     leaves them one after the other)
+        nem-share-constant-fills{device=D}         (D-LOW-FILL-SHARE: repeated constant fill
+                                                    chains made once, where L1 still fits)
         nem-synthesize-deps{device=D narrow-windows=true remarks=R}
         dead-code-elimination                      (xDSL's: index arithmetic left unused)
         nem-split-transfers{device=D}              (D-NEM-SPLIT-TRANSFERS; split-transfers=false
@@ -92,6 +94,7 @@ from nem.passes.lowering.reroll import RerollPipelinesPass
 from nem.passes.lowering.state import Handler
 from nem.passes.lowering.view_ops import RewriteViewsPass
 from nem.passes.pass_context import driver_options, report
+from nem.passes.share_fills import ShareConstantFillsPass
 from nem.passes.split_transfers import SplitTransfersPass
 from nem.passes.synthesize_deps import SynthesizeDepsPass
 
@@ -293,6 +296,7 @@ class LowerToNemPass(LoweringOptions):
             CheckLoweredPass(declarations_only=True),
             ForwardZeroFillsPass(),
             *((JamEngineLoopsPass(),) if self.jam_engine_loops else ()),
+            ShareConstantFillsPass(device=self.device, include_dirs=dirs),
             SynthesizeDepsPass(
                 device=self.device, narrow_windows=True, remarks=self.remarks, include_dirs=dirs
             ),
