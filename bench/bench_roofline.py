@@ -14,7 +14,8 @@ the bound and the one that binds the run, and the `--groups` groups of
 tasks with the most busy cycles above their own bound (a group's cycles
 are its busy cycles, D-RT-ROOFLINE); with `--tune`, the model
 compiled again with `nem-compile --tune` (that budget, D-COMPILE-TUNE): its
-cycles, ratio, compile CPU time and ops retiled of ops searched; with
+cycles, ratio, compile CPU time and ops retiled of ops searched (with
+`--per-node`, its Conv layers within 2x too; in `--json`, each op's choice); with
 `--split-units`, compiled again with `nem-compile --split-units`
 (D-COMPILE-SPLIT-OPT): its tasks, cycles, ratio and compile CPU time; with
 `--per-node`, compiled with each instruction's ONNX node (D-BC-NODES) so the
