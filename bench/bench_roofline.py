@@ -14,7 +14,8 @@ the bound and the one that binds the run, and the `--groups` groups of
 tasks with the most busy cycles above their own bound (a group's cycles
 are its busy cycles, D-RT-ROOFLINE); with `--tune`, the model
 compiled again with `nem-compile --tune` (that budget, D-COMPILE-TUNE): its
-cycles, ratio, compile CPU time and ops retiled of ops searched; with
+cycles, ratio, compile CPU time and ops retiled of ops searched (with
+`--per-node`, its Conv layers within 2x too; in `--json`, each op's choice); with
 `--split-units`, compiled again with `nem-compile --split-units`
 (D-COMPILE-SPLIT-OPT): its tasks, cycles, ratio and compile CPU time; with
 `--per-node`, compiled with each instruction's ONNX node (D-BC-NODES) so the
@@ -172,18 +173,36 @@ def measure(
 
         t2 = cpu()
         tuned, report = compile_tuned(
-            model, CompileOptions(device=device), timed_cycles, budget=tune
+            model, CompileOptions(device=device, origins=per_node), timed_cycles, budget=tune
         )
         t3 = cpu()
-        _, trep = timed_run(tuned.nem, label, device)
+        tuned_program: str | bytes = tuned.nem
+        if per_node:
+            tuned_program = nemb_bytes(
+                tuned, f"{label}.nemb", str(model) if isinstance(model, str) else label
+            )
+        _, trep = timed_run(tuned_program, label, device, least)
         row["tune"] = {
             "cycles": trep.total.cycles,
             "bound": round(trep.total.bound, 1),
             "ratio": trep.total.ratio,
             "compile_s": round(t3 - t2, 1),
             "ops_searched": len(report.nests),
-            "retiled": sum(n.best != n.default for n in report.nests),
+            "retiled": sum(n.retiled for n in report.nests),
+            "searched": [
+                {
+                    "op": n.key,
+                    "default": n.default,
+                    "best": str(n.best),
+                    "tried": n.tried,
+                    "default_cycles": n.default_cycles,
+                    "best_cycles": n.best_cycles,
+                }
+                for n in report.nests
+            ],
         }
+        if per_node:
+            row["tune"]["layers"] = conv_layers(trep)
     return row
 
 
@@ -208,6 +227,8 @@ def show(row: dict) -> None:
             f"{t['retiled']}/{t['ops_searched']}",
             end="",
         )
+        if "layers" in t and t["layers"]["convs"]:
+            print(f"  tuned: {t['layers']['within_2x']} Conv layers within 2x", end="")
     print()
     layers = row.get("layers")
     if layers and layers["convs"]:

@@ -117,6 +117,20 @@ def _options(options: CompileOptions | None, kw: dict[str, Any]) -> CompileOptio
             raise ValueError(
                 f"compile: op_tile_sizes entries must be (op key, positive ints), not {entry!r}"
             )
+    check_type(
+        "compile", "op_l1_scales", opts.op_l1_scales, tuple, "a tuple of (op key, share) pairs"
+    )
+    for share in opts.op_l1_scales:
+        if not (
+            isinstance(share, tuple)
+            and len(share) == 2
+            and isinstance(share[0], str)
+            and type(share[1]) is float
+            and 0 < share[1] <= 1
+        ):
+            raise ValueError(
+                f"compile: op_l1_scales entries must be (op key, share in (0, 1]), not {share!r}"
+            )
     for name in ("engines", "max_nodes", "max_model_bytes"):
         value = getattr(opts, name)
         if value is not None:

@@ -50,6 +50,10 @@ class CompileOptions:
     op_tile_sizes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     """Tile sizes of single ops, by `tune.op_key` (what `--tune` found);
     other ops are sized as usual (D-COMPILE-TUNE)."""
+    op_l1_scales: tuple[tuple[str, float], ...] = ()
+    """Single ops tiled by the usual rules for this share of L1 (transform
+    route), by `tune.op_key` (what `--tune` found, D-COMPILE-TUNE); other ops
+    plan for all of it."""
     fuse: bool = True
     """Transform route: a convolution's bias and its elementwise epilogues
     (Relu, Clip, residual Add) run on its tiles in L1 (D-COMPILE-FUSE-L1);

@@ -176,6 +176,7 @@ def _plan_ops(
     unwritten = frozenset(ir.BlockArgument(a).arg_number for a in preloaded)
     turn, clock = 0, Clock.start(engines)
     forced = dict(options.op_tile_sizes)
+    shares = dict(options.op_l1_scales)
 
     def plan_of(op: ir.Operation, key: str) -> Plan | None:
         nonlocal turn, clock
@@ -185,10 +186,12 @@ def _plan_ops(
         if band is None or band.inner:
             return None
         given = list(forced[key]) if key in forced else None  # --tune's (D-COMPILE-TUNE)
+        share = shares.get(key, 1.0)  # --tune's L1 share: the rules run on less of L1
+        own = max(int(budget * share), 1)
         pin = ir.IntegerAttr(op.attributes[PIN]).value if PIN in op.attributes else None
         whole = turn % engines if pin is None else pin
         most, before = engines if pin is None else 1, clock
-        sized = tiling.sizer(band, options, budget, dmas)
+        sized = tiling.sizer(band, options, own, dmas)
         # tuned sizes (`given`) tile every part: no part of one tile
         split, clock = choose_split(
             band,
@@ -198,7 +201,7 @@ def _plan_ops(
             whole,
             per_mac,
             sized,
-            None if given else lambda s: tiling.fits(band, s, budget),
+            None if given else lambda s: tiling.fits(band, s, own),
         )
         parts = _parts(band, split)
         if split is not None and split.whole:
@@ -239,7 +242,7 @@ def _plan_ops(
             # searched again), smaller ones are L1's
             if b == budget:
                 return list(sizes)
-            return tiling.band_sizes(band, options, b, parts, dmas)
+            return tiling.band_sizes(band, options, max(int(b * share), 1), parts, dmas)
 
         narrow = narrow_sums(band)
         if pin is not None:

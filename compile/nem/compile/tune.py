@@ -8,24 +8,31 @@ asks the timed cost model (D-RT-COST) instead, op by op:
 1. the model is imported as `nem-compile` imports it; each linalg op with
    loops becomes a program of its own (`extract`: the op, its operands as
    arguments, its constants cloned), searched largest iteration space first;
-2. for that program, candidate tile sizes (`candidates`): each parallel loop
-   takes its extent, the default size or the extent halved again and again;
-   a reduction loop keeps the default size, so every output element sums
-   its terms in the same order as untuned (the tuned program's outputs are
-   bit-identical to the untuned one's);
-3. each candidate is compiled with `--tile-sizes` (`compile_mlir`, without
-   nem-verify) and run once in timed mode: its score is the cycles; a
-   candidate that does not compile scores nothing; all of a small space is
-   tried (at most `trials`), else optuna's TPE sampler, seeded, picks `trials`
-   of it, the default first; the best is compiled again with nem-verify and
-   dropped for the default if that fails;
-4. the whole model is compiled with the sizes that beat the default
-   (`CompileOptions.op_tile_sizes`, keyed by `transform.op_keys`); should
-   that compile fail, the untuned one is the result.
+2. for that program, the candidates (`Choice`): the untuned op; the tile
+   rules run on a share of L1 (`SHARES`, as the driver's re-tiling runs them
+   on the whole program, D-COMPILE-L1, engine split included) where that
+   tiles the op otherwise and tiles each reduction loop (and any split of
+   one) alike (`same_sums`); tile sizes (`candidates`): each parallel loop
+   takes its extent, the default size or the extent halved again and again,
+   a reduction loop keeps the default size.  Either way every output element
+   sums its terms in the same order as untuned: the tuned program's outputs
+   are bit-identical to the untuned one's;
+3. each candidate is compiled (`compile_mlir`, without nem-verify) and run
+   once in timed mode: its score is the cycles; a candidate that does not
+   compile scores nothing; the untuned op and its shares first, then all of
+   a small space of sizes (at most `trials`), else optuna's TPE sampler,
+   seeded, picks `trials` of it, the default first; the fewest cycles win
+   (the earlier on a tie), compiled again with nem-verify and dropped for
+   the untuned op if that fails; an op whose program is another's but for
+   its locations takes that op's choice (`search_op`, once);
+4. the whole model is compiled with the choices that beat the untuned op
+   (`CompileOptions.op_tile_sizes`, `op_l1_scales`, keyed by
+   `transform.op_keys`); should that compile fail, the untuned one is the
+   result.
 
 The search stops at `budget` seconds (checked between candidates): with the
 same seed and a budget that is not reached, the result is the same.  Engine
-splits are not searched (the tile stage's `choose_split` stays).
+splits are searched only as a share's tile rules choose them.
 """
 
 from __future__ import annotations
@@ -44,7 +51,28 @@ from nem.compile.pipeline import CompileOptions, CompileResult, Progress
 if TYPE_CHECKING:
     import onnx
 
+    from nem.compile.plan import Plan
     from nem.dialect.device_model import Device
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How the tile stage tiles one op: by its rules on all of L1 (the
+    untuned choice, `Choice()`), on `share` of it, or by `sizes`."""
+
+    sizes: tuple[int, ...] | None = None
+    share: float = 1.0
+
+    def __str__(self) -> str:
+        if self.sizes is not None:
+            return f"tile sizes {list(self.sizes)}"
+        return "the tile rules on all of L1" if self.share == 1.0 else f"{self.share:g} of L1"
+
+
+SHARES = (0.9, 0.81, 0.5)
+"""The L1 shares whose tiles are candidates: the budgets the driver's own
+re-tiling steps through (D-COMPILE-L1: 0.9 of the last, 0.81 after two), and
+half, one halving step of the tile rule (D-COMPILE-TUNE)."""
 
 
 @dataclass
@@ -52,10 +80,16 @@ class NestResult:
     key: str
     extents: list[int]
     default: list[int]
+    """The parallel search's first sizes (the tile rule's, unsplit)."""
     default_cycles: int | None
-    best: list[int]
+    """The untuned op's cycles alone (`Choice()`)."""
+    best: Choice
     best_cycles: int | None
     tried: int
+
+    @property
+    def retiled(self) -> bool:
+        return self.best != Choice()
 
 
 @dataclass
@@ -69,16 +103,16 @@ class TuneReport:
     def remarks(self, file: str) -> list[str]:
         out = []
         for n in self.nests:
-            if n.best != n.default:
+            if n.retiled:
                 out.append(
-                    f"{file}: remark: --tune: {n.key}: tile sizes {n.best} instead of "
-                    f"{n.default}: {n.best_cycles} cycles alone instead of "
+                    f"{file}: remark: --tune: {n.key}: {n.best} instead of the tile rules "
+                    f"on all of L1: {n.best_cycles} cycles alone instead of "
                     f"{n.default_cycles} ({n.tried} candidates, D-COMPILE-TUNE)"
                 )
         state = "budget reached" if self.budget_reached else "every op searched"
         out.append(
             f"{file}: remark: --tune: {len(self.nests)} ops searched in "
-            f"{self.seconds:.1f} s ({state}); {sum(n.best != n.default for n in self.nests)} "
+            f"{self.seconds:.1f} s ({state}); {sum(n.retiled for n in self.nests)} "
             "retiled"
         )
         if self.fallback:
@@ -86,9 +120,10 @@ class TuneReport:
         return out
 
 
-def extract(op: ir.Operation) -> str:
+def extract(op: ir.Operation, located: bool = True) -> str:
     """A module whose one function computes `op` alone: the values it uses
-    from outside are arguments (constants are cloned), its results returned."""
+    from outside are arguments (constants are cloned), its results returned;
+    without its locations (`located=False`), alike for ops alike."""
     from mlir.dialects import func
 
     from nem.compile.nest_ir import outside_values, owner_op, replace_in
@@ -108,16 +143,20 @@ def extract(op: ir.Operation) -> str:
             copy = op.clone()
             replace_in(copy, mapping)
             func.ReturnOp(list(copy.results))
-    return str(module.operation.get_asm(enable_debug_info=True, use_local_scope=True))
+    return str(module.operation.get_asm(enable_debug_info=located, use_local_scope=True))
 
 
 @dataclass
 class Space:
-    """One op's search space: per loop, the sizes tried (the default first)."""
+    """One op's search space: per loop, the sizes tried (the default first);
+    the L1 shares whose tiles differ from the untuned ones and keep its
+    reduction tiles (`shares`); the op's key in its own program (`key`)."""
 
     extents: list[int]
     default: list[int]
     choices: list[list[int]]
+    shares: list[float] = field(default_factory=list)
+    key: str = ""
 
     @property
     def size(self) -> int:
@@ -144,9 +183,10 @@ def candidates(extents: list[int], default: list[int], parallel: list[bool]) -> 
     return Space(extents, default, choices)
 
 
-def space_of(text: str, device: Device, options: CompileOptions) -> Space | None:
+def space_of(text: str, device: Device, options: CompileOptions, engines: int = 1) -> Space | None:
     """The search space of the one op of `text` (an `extract`), as the tile
-    stage would see it after bufferization; None: nothing to tile."""
+    stage would see it after bufferization (its shares planned over
+    `engines`, as the compile plans them); None: nothing to tile."""
     from mlir.passmanager import PassManager
 
     from nem.compile import transform
@@ -158,10 +198,20 @@ def space_of(text: str, device: Device, options: CompileOptions) -> Space | None
         fn = next(o.operation for o in module.body.operations if o.operation.name == "func.func")
         plans = transform.plan_ops(fn, device, options)
         ops = transform.linalg_ops(fn)
-        found = [(op, p) for op, p in zip(ops, plans) if p is not None]
+        found = [(op, p, k) for op, p, k in zip(ops, plans, transform.op_keys(ops)) if p]
         if len(found) != 1:
             return None
-        op, plan = found[0]
+        op, plan, key = found[0]
+        at = [i for i, p in enumerate(plans) if p][0]
+
+        def planned(share: float) -> Plan:
+            given = replace(options, op_l1_scales=((key, share),) if share != 1.0 else ())
+            tiled = transform.plan_ops(fn, device, given, engines)[at]
+            assert tiled is not None, "the op has loops"
+            return tiled
+
+        untuned = planned(1.0)
+        tiled = {share: planned(share) for share in SHARES}
         PassManager.parse("builtin.module(func.func(linalg-generalize-named-ops))").run(
             module.operation
         )
@@ -171,7 +221,29 @@ def space_of(text: str, device: Device, options: CompileOptions) -> Space | None
         kinds = [str(a) for a in ir.ArrayAttr(generic[0].attributes["iterator_types"])]
         if len(kinds) != len(plan.extents):
             return None
-        return candidates(plan.extents, plan.sizes, ["parallel" in k for k in kinds])
+        parallel = ["parallel" in k for k in kinds]
+        space = candidates(plan.extents, plan.sizes, parallel)
+        space.key = key
+        space.shares = [
+            share
+            for share, other in tiled.items()
+            if other != untuned and same_sums(untuned, other, parallel)
+        ]
+        return space
+
+
+def same_sums(a: Plan, b: Plan, parallel: list[bool]) -> bool:
+    """Whether plans `a` and `b` sum every output element's terms in the same
+    order: each reduction loop tiled alike, and any engine split of a
+    reduction loop (partial sums, D-COMPILE-TRANSFORM-PARTIALS) the same."""
+    if any(x != y for x, y, par in zip(a.sizes, b.sizes, parallel) if not par):
+        return False
+    split = [
+        (len(p.engines), p.split_dim, p.chunk, p.partials)
+        for p in (a, b)
+        if p.partials or (len(p.engines) > 1 and not parallel[p.split_dim])
+    ]
+    return not split or (len(split) == 2 and split[0] == split[1])
 
 
 Timer = Callable[[str, str], "int | None"]
@@ -180,15 +252,20 @@ run to its end: the runtime's, given by the caller (`nem.cli.roofline_cli.
 timed_cycles`; the compiler imports no runtime)."""
 
 
-def cycles_of(text: str, sizes: list[int], options: CompileOptions, timer: Timer) -> int | None:
-    """Timed cycles of the one-op program `text` tiled by `sizes`, None if it
-    does not compile (or does not run to its end)."""
+def cycles_of(
+    text: str, choice: Choice, key: str, options: CompileOptions, timer: Timer
+) -> int | None:
+    """Timed cycles of the one-op program `text` (its op `key`) tiled as
+    `choice` says, None if it does not compile (or does not run to its end)."""
     from nem.compile import CompileError, compile_mlir
 
+    alone = replace(options, origins=False, op_tile_sizes=(), op_l1_scales=())
+    if choice.sizes is not None:
+        alone = replace(alone, tile_sizes=choice.sizes)
+    elif choice.share != 1.0:
+        alone = replace(alone, op_l1_scales=((key, choice.share),))
     try:
-        result = compile_mlir(
-            text, replace(options, tile_sizes=tuple(sizes), origins=False, op_tile_sizes=())
-        )
+        result = compile_mlir(text, alone)
     except CompileError:
         return None
     return timer(result.nem, options.device)
@@ -262,16 +339,58 @@ def tune(
     trials: int = 12,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[CompileOptions, TuneReport]:
-    """`options` with the tile sizes the search found for the ONNX `model`
-    (`op_tile_sizes`), and what it did."""
-    from nem.compile import import_model
+    """`options` with the tiles the search found for the ONNX `model`
+    (`op_tile_sizes`, `op_l1_scales`), and what it did."""
     from nem.compile.pipeline import Driver
-    from nem.compile.transform import has_loops, linalg_ops, op_keys
 
     t0 = time.monotonic()
     deadline = t0 + budget
     report = TuneReport()
-    device = Driver(options).device
+    driver = Driver(options)
+    device, engines = driver.device, driver.engines
+    todo: list[tuple[int, int, str, str, str, Space]] = []
+    for key, text, alike in op_programs(
+        model, options, device
+    ):  # the spaces first: the largest iteration spaces go first
+        space = space_of(text, device, options, engines)
+        if space is not None and (space.size > 1 or space.shares):
+            todo.append((-math.prod(space.extents), len(todo), key, text, alike, space))
+    todo.sort()
+    sizes_found: list[tuple[str, tuple[int, ...]]] = []
+    shares_found: list[tuple[str, float]] = []
+    searched: dict[str, tuple[Choice, int | None, dict[Choice, int | None]]] = {}
+    for *_, key, text, alike, space in todo:
+        if time.monotonic() >= deadline:
+            report.budget_reached = True
+            break
+        if alike not in searched:  # an op like one searched (same program but its locations)
+            if progress is not None:
+                progress(f"--tune: {key}: {1 + len(space.shares) + space.size} candidates")
+            searched[alike] = search_op(text, space, options, timer, trials, seed, deadline)
+        best, best_cycles, tried = searched[alike]
+        report.nests.append(
+            NestResult(
+                key, space.extents, space.default, tried[Choice()], best, best_cycles, len(tried)
+            )
+        )
+        if best.sizes is not None:
+            sizes_found.append((key, best.sizes))
+        elif best.share != 1.0:
+            shares_found.append((key, best.share))
+    report.budget_reached = report.budget_reached or time.monotonic() >= deadline
+    report.seconds = time.monotonic() - t0
+    tuned = replace(options, op_tile_sizes=tuple(sizes_found), op_l1_scales=tuple(shares_found))
+    return tuned, report
+
+
+def op_programs(
+    model: str | Path | onnx.ModelProto, options: CompileOptions, device: Device
+) -> list[tuple[str, str, str]]:
+    """(key, `extract`, `extract` without locations) of each linalg op with
+    loops and results of the ONNX `model` as `nem-compile` imports it."""
+    from nem.compile import import_model
+    from nem.compile.transform import has_loops, linalg_ops, op_keys
+
     im = import_model(model, options, device)
     with im.context:
         fn = next(
@@ -281,50 +400,45 @@ def tune(
             and ir.StringAttr(o.operation.attributes["sym_name"]).value == im.func_name
         )
         ops = linalg_ops(fn)
-        texts = [
-            (key, extract(op)) for op, key in zip(ops, op_keys(ops)) if has_loops(op) and op.results
+        return [
+            (key, extract(op), extract(op, located=False))
+            for op, key in zip(ops, op_keys(ops))
+            if has_loops(op) and op.results
         ]
-    todo: list[tuple[int, int, str, str, Space]] = []
-    for key, text in texts:  # the spaces first: the largest iteration spaces go first
-        space = space_of(text, device, options)
-        if space is not None and space.size > 1:
-            todo.append((-math.prod(space.extents), len(todo), key, text, space))
-    todo.sort()
-    found: list[tuple[str, tuple[int, ...]]] = []
-    for *_, key, text, space in todo:
+
+
+def search_op(
+    text: str,
+    space: Space,
+    options: CompileOptions,
+    timer: Timer,
+    trials: int,
+    seed: int,
+    deadline: float,
+) -> tuple[Choice, int | None, dict[Choice, int | None]]:
+    """(best choice, its cycles, every choice tried with its cycles) for the
+    one-op program `text`: the untuned op first, then its L1 shares, then
+    `search` over its parallel tile sizes; the fewest cycles win, the
+    earlier on a tie (the untuned op before any other)."""
+    scores: dict[Choice, int | None] = {}
+
+    def score(choice: Choice) -> int | None:
+        # candidates are compiled unverified; the one kept is verified below
+        scores[choice] = cycles_of(text, choice, space.key, replace(options, verify=False), timer)
+        return scores[choice]
+
+    score(Choice())
+    for share in space.shares:
         if time.monotonic() >= deadline:
-            report.budget_reached = True
             break
-        if progress is not None:
-            progress(f"--tune: {key}: {space.size} candidates")
-        scores: dict[tuple[int, ...], int | None] = {}
-
-        def score(
-            sizes: list[int], text: str = text, scores: dict[tuple[int, ...], int | None] = scores
-        ) -> int | None:
-            # candidates are compiled unverified; the one kept is verified below
-            scores[tuple(sizes)] = cycles_of(text, sizes, replace(options, verify=False), timer)
-            return scores[tuple(sizes)]
-
-        best, best_cycles, tried = search(space, score, trials, seed, deadline)
-        if best != space.default and cycles_of(text, best, options, timer) is None:
-            best, best_cycles = space.default, scores[tuple(space.default)]  # fails nem-verify
-        report.nests.append(
-            NestResult(
-                key,
-                space.extents,
-                space.default,
-                scores[tuple(space.default)],
-                best,
-                best_cycles,
-                tried,
-            )
-        )
-        if best != space.default:
-            found.append((key, tuple(best)))
-    report.budget_reached = report.budget_reached or time.monotonic() >= deadline
-    report.seconds = time.monotonic() - t0
-    return replace(options, op_tile_sizes=tuple(found)), report
+        score(Choice(share=share))
+    if space.size > 1 and time.monotonic() < deadline:
+        search(space, lambda sizes: score(Choice(sizes=tuple(sizes))), trials, seed, deadline)
+    ranked = [(c, s) for c, s in scores.items() if s is not None]
+    best, best_cycles = min(ranked, key=lambda cs: cs[1], default=(Choice(), None))
+    if best != Choice() and cycles_of(text, best, space.key, options, timer) is None:
+        best, best_cycles = Choice(), scores[Choice()]  # fails nem-verify
+    return best, best_cycles, scores
 
 
 def compile_tuned(
@@ -343,7 +457,7 @@ def compile_tuned(
 
     tuned, report = tune(model, options, timer, budget, seed, trials)
     file = str(model) if isinstance(model, str) else "<model>"
-    if tuned.op_tile_sizes:
+    if tuned.op_tile_sizes or tuned.op_l1_scales:
         try:
             result = compile_onnx(model, tuned, progress=progress, stem=stem)
         except CompileError as e:
