@@ -89,3 +89,25 @@ def test_an_inherited_faulthandler_stays_out_of_the_report():
         out.stdout
     )
     assert "Fatal Python error" not in out.stderr
+
+
+def test_ctrl_c_during_the_fork_is_a_keyboard_interrupt():
+    """An interrupt that arrives while the interpreter runs its at-fork
+    callbacks (logging's lock release: CI's `nem-compile` interrupted at the
+    fork of its parse check) is delivered after the fork as a
+    KeyboardInterrupt out of `run_isolated`, not raised inside the callback,
+    where Python prints "Exception ignored" with a traceback and drops it."""
+    code = (
+        "import os, signal\n"
+        "from nem.cli.launch import guard_interrupts\n"
+        "from nem.dialect.diagnostics import SourceLoc\n"
+        "from nem.frontends.upstream_dialects.isolation import run_isolated\n"
+        "guard_interrupts('nem-x')\n"
+        "os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGINT))\n"
+        "try:\n"
+        "    run_isolated(str, 1, where=SourceLoc('in.mlir', 1, 1), what='testing', fix='-')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (out.stdout, out.stderr) == ("interrupted\n", "")

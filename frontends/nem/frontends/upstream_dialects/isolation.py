@@ -21,6 +21,20 @@ from collections.abc import Callable
 from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
 
 
+def _fork() -> int:
+    """`os.fork()` with SIGINT held back until it returns.  The interpreter
+    runs its at-fork callbacks (logging's lock release) around the fork; an
+    interrupt handled inside one is raised there, printed as "Exception
+    ignored" with a traceback and dropped, so the tool would go on.  Held
+    back, it arrives just after, as a KeyboardInterrupt here (the tools
+    report it as `TOOL: interrupted`, `nem.cli.launch`)."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return os.fork()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def run_isolated(
     fn: Callable[..., str], *args: object, where: SourceLoc, what: str, fix: str
 ) -> str:
@@ -34,7 +48,7 @@ def run_isolated(
         return fn(*args)
     with tempfile.TemporaryFile() as err:
         read_end, write_end = os.pipe()
-        pid = os.fork()
+        pid = _fork()
         if pid == 0:  # the child: never returns
             status = 0
             try:
@@ -57,8 +71,13 @@ def run_isolated(
                 status = 3
             os._exit(status)
         os.close(write_end)
-        with os.fdopen(read_end, "rb") as pipe:
-            data = pipe.read()
+        try:
+            with os.fdopen(read_end, "rb") as pipe:
+                data = pipe.read()
+        except BaseException:  # Ctrl-C while the child works: it goes too
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
         _, status = os.waitpid(pid, 0)
         if os.waitstatus_to_exitcode(status) == 0 and data:
             kind, value = pickle.loads(data)
