@@ -202,7 +202,7 @@ def space_of(text: str, device: Device, options: CompileOptions, engines: int = 
         if len(found) != 1:
             return None
         op, plan, key = found[0]
-        at = [i for i, p in enumerate(plans) if p][0]
+        at = next(i for i, p in enumerate(plans) if p)
 
         def planned(share: float) -> Plan:
             given = replace(options, op_l1_scales=((key, share),) if share != 1.0 else ())

@@ -43,6 +43,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 from nem.analysis.buffer_lifetimes import Lifetime, lifetimes
 from nem.analysis.capacity import capacity
@@ -243,20 +244,15 @@ def apply_shares(shares: Sequence[Share]) -> None:
     for s in shares:
         regions = {o.owner for c in s.later.tasks for o in c.operands if type(o.owner) is RegionOp}
         for c in s.later.tasks:
-            _erase(c)
+            Rewriter.erase_op(c)
         for r in regions:
             if isinstance(r, Operation) and not r.results[0].uses:
-                _erase(r)
+                Rewriter.erase_op(r)
         buf = s.later.place.buffer
         for use in list(buf.uses):
             use.operation.operands = [s.earlier.place.buffer, *use.operation.operands[1:]]
         assert isinstance(buf.owner, Operation) and not buf.uses
-        _erase(buf.owner)
-
-
-def _erase(op: Operation) -> None:
-    op.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
-    op.erase()
+        Rewriter.erase_op(buf.owner)
 
 
 def _fits(program: ProgramOp, device: Device) -> bool:
