@@ -1,8 +1,8 @@
 """`nem-fold-index-arith` (D-LOW-AFFINE): the `arith` index arithmetic the
 conversion evaluated op by op becomes `affine.apply`s with composed maps
-before it (issue 36 item 1).  The conversion's table keeps its entries: the
-index arithmetic of a tile loop's body, which the conversion decides to
-keep around raised tiles, is left to it.
+before it (issue 36 item 1), in the tile loops `nem-mark-tile-loops` marks
+too (test_lowering_mark_tile_loops.py).  The conversion's table keeps its
+entries: what the fold leaves (D-LOW-AFFINE) is evaluated there.
 
 The differential test across that rewrite: `lower-to-nem` prints the same
 `.nem` and the same remarks or errors as the pipeline before it, without
@@ -28,8 +28,7 @@ from lowering_diff import (
     lower,
     sample_before_and_after,
 )
-from xdsl.dialects import affine, arith
-from xdsl.passes import ModulePass
+from xdsl.dialects import affine
 
 from nem.compile.lower import xdsl_context
 from nem.frontends.upstream_dialects import parse_mlir
@@ -43,44 +42,6 @@ _edit = before(FoldIndexArithPass, HANDLERS)
 def _before(text: str, entry: str) -> Outcome:
     """`lower` as before the pass: without it, the old handler in the table."""
     return lower(text, entry, _edit)
-
-
-TILE_LOOP = """
-func.func @main(%A: memref<32xf32>, %B: memref<32xf32>) {
-  affine.for %t = 0 to 32 step 8 {
-    %o = arith.addi %t, %t : index
-    affine.for %i = 0 to 8 {
-      %a = affine.load %A[%i * -1 + 31] : memref<32xf32>
-      affine.store %a, %B[%o + %i + %t * -1] : memref<32xf32>
-    }
-  }
-  return
-}
-"""
-"""A tile loop (`%t`): a NEM loop around the nest's tiles, which the
-conversion decides on the loop's index values (`tile_loops.tile_loop`);
-before it, the loop is a loop nest like any other."""
-
-
-class _NotInThePipeline(ModulePass):
-    """Dropped from `lower-to-nem`'s steps by `before`: none is dropped."""
-
-    name = "not-in-the-pipeline"
-
-
-def test_a_tile_loops_arithmetic_is_left_to_the_conversion() -> None:
-    """The pass does not know which loops the conversion will keep around
-    raised tiles, and a nest's ops are its kernel's text or its raising's
-    input: the tile loop's `arith.addi` stays, and the conversion's handler
-    evaluates it.  So `arith.addi` and `arith.subi` keep their entries
-    (D-LOW-AFFINE): without them this lowers to `unsupported operation`."""
-    assert "arith.addi %t, %t" in _folded(TILE_LOOP, "main")
-    nem, _ = lower(TILE_LOOP, "main")
-    assert nem is not None and "loop t in [0..3]:" in nem
-    assert {arith.AddiOp, arith.SubiOp} <= set(HANDLERS)
-    without = {k: v for k, v in HANDLERS.items() if k not in (arith.AddiOp, arith.SubiOp)}
-    error = lower(TILE_LOOP, "main", before(_NotInThePipeline, without))[1][0][1]
-    assert error == "cannot lower 'arith.addi': unsupported operation"
 
 
 _INDEX_ARITH = re.compile(r"arith\.(addi|subi|muli|divsi|divui|remsi|remui|floordivsi|ceildivsi)")

@@ -34,12 +34,12 @@ conversion evaluates (a loop variable, the result of index arithmetic):
 else the conversion rejects it, at the op, as before.
 
 Ops in an outlined kernel or a pure loop nest are not rewritten (as
-`nem-rewrite-views`): their kernels, or the nest's raising, read them.  So
-are not those of a loop the conversion keeps around raised tiles (a tile
-loop, `tile_loops.tile_loop`, decided there on the loop's index values):
-before the conversion it is a nest like any other, and the conversion's
-handler evaluates its arithmetic, which keeps `arith.addi` and `arith.subi`
-in its table (D-LOW-AFFINE).
+`nem-rewrite-views`): their kernels, or the nest's raising, read them.
+Those of a loop the conversion keeps around raised tiles are when
+`nem-mark-tile-loops` marked it (`nem_lowering.tile_loop`, decided on the
+body as written; the conversion reads the mark): a loop it left undecided
+is a nest like any other here, and the conversion's handler evaluates its
+arithmetic (D-LOW-AFFINE).
 """
 
 from __future__ import annotations

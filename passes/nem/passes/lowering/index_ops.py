@@ -20,6 +20,20 @@ if TYPE_CHECKING:
     from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
+INDEX_BINOPS: tuple[type[Operation], ...] = (
+    arith.AddiOp,
+    arith.SubiOp,
+    arith.MuliOp,
+    arith.DivSIOp,
+    arith.RemSIOp,
+    arith.FloorDivSIOp,
+    arith.DivUIOp,
+    arith.RemUIOp,
+    arith.CeilDivSIOp,
+)
+"""The `arith` ops the conversion evaluates on `index` values (`index_binop`)."""
+
+
 def lower_constant(lw: Lowering, op: arith.ConstantOp, st: BlockState) -> None:
     """Index constants become affine constants; others (a float used by a
     nest) are taken by the kernels that use them."""
@@ -31,34 +45,37 @@ def lower_constant(lw: Lowering, op: arith.ConstantOp, st: BlockState) -> None:
 
 def lower_index_binop(lw: Lowering, op: Operation, st: BlockState) -> None:
     """`arith` integer arithmetic on `index` values (affine or rejected):
-    what `nem-fold-index-arith` left (D-LOW-AFFINE): in the body of a loop
-    the conversion keeps around raised tiles (a tile loop, which only the
-    conversion decides), a product or division the loops' ranges make
-    affine, or what is not affine."""
+    what `nem-fold-index-arith` left (D-LOW-AFFINE): a product or division
+    the loops' ranges make affine, arithmetic on an async payload, the body
+    of a loop `nem-mark-tile-loops` did not decide, or what is not affine."""
     if not isinstance(op.results[0].type, IndexType):
         raise reject(op, "unsupported operation")
     ctx = lw.ctx
     a, b = (ctx.index(v, op) for v in op.operands)
+    ctx.env[op.results[0]] = index_binop(op, a, b)
+
+
+def index_binop(op: Operation, a: Aff, b: Aff) -> Aff:
+    """The value of `arith` index op `op` (one of `INDEX_BINOPS`) on operand
+    values `a`, `b`; rejected at `op` when it is not affine there.  The
+    conversion's handler, and `nem-mark-tile-loops`' walk ahead of it."""
     if isinstance(op, arith.AddiOp):
-        r = a + b
-    elif isinstance(op, arith.SubiOp):
-        r = a - b
-    elif isinstance(op, arith.MuliOp):
+        return a + b
+    if isinstance(op, arith.SubiOp):
+        return a - b
+    if isinstance(op, arith.MuliOp):
         if not (a.is_const() or b.is_const()):
             raise reject(op, "product of two non-constant indices is not affine")
-        r = a.scale(b.const) if b.is_const() else b.scale(a.const)
-    else:
-        if not b.is_const() or b.const <= 0:
-            raise reject(op, "division by a non-constant or non-positive value")
-        if not isinstance(op, arith.FloorDivSIOp) and not a.nonneg():
-            raise reject(op, "signed division of a possibly negative index")
-        if isinstance(op, arith.RemSIOp | arith.RemUIOp):
-            r = a.mod(b.const)
-        elif isinstance(op, arith.CeilDivSIOp):
-            r = (a + Aff.c(b.const - 1)).floordiv(b.const)
-        else:
-            r = a.floordiv(b.const)
-    ctx.env[op.results[0]] = r
+        return a.scale(b.const) if b.is_const() else b.scale(a.const)
+    if not b.is_const() or b.const <= 0:
+        raise reject(op, "division by a non-constant or non-positive value")
+    if not isinstance(op, arith.FloorDivSIOp) and not a.nonneg():
+        raise reject(op, "signed division of a possibly negative index")
+    if isinstance(op, arith.RemSIOp | arith.RemUIOp):
+        return a.mod(b.const)
+    if isinstance(op, arith.CeilDivSIOp):
+        return (a + Aff.c(b.const - 1)).floordiv(b.const)
+    return a.floordiv(b.const)
 
 
 def lower_apply(lw: Lowering, op: affine.ApplyOp, st: BlockState) -> None:
@@ -83,20 +100,7 @@ def lower_minmax(lw: Lowering, op: Operation, st: BlockState) -> None:
 
 HANDLERS: dict[type[Operation], Handler] = {
     arith.ConstantOp: lower_constant,
-    **{
-        cls: lower_index_binop
-        for cls in (
-            arith.AddiOp,
-            arith.SubiOp,
-            arith.MuliOp,
-            arith.DivSIOp,
-            arith.RemSIOp,
-            arith.FloorDivSIOp,
-            arith.DivUIOp,
-            arith.RemUIOp,
-            arith.CeilDivSIOp,
-        )
-    },
+    **dict.fromkeys(INDEX_BINOPS, lower_index_binop),
     affine.ApplyOp: lower_apply,
     affine.MinOp: lower_minmax,
     AffineMaxOp: lower_minmax,

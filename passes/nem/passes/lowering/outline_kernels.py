@@ -24,17 +24,12 @@ test_lowering_outline_kernels.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass
-from functools import cached_property
-from itertools import count
-from typing import NoReturn
 
 from xdsl.context import Context
 from xdsl.dialects import affine, arith, func
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
-from xdsl.ir.affine import AffineMap
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -46,10 +41,15 @@ from xdsl.rewriter import InsertPoint
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.kernel_op import KernelOp, region_type
 from nem.passes.lowering.access_bounds import check_access_bounds
-from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
-from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.conversion_walk import (
+    VAR,
+    ConversionWalk,
+    NeedsView,
+    index_constants,
+    no_view,
+)
 from nem.passes.lowering.escape import (
-    LINALG_OPS,
     carried_out,
     emit_kernel,
     kernel_function,
@@ -59,33 +59,10 @@ from nem.passes.lowering.escape import (
     log_accessed_boxes,
 )
 from nem.passes.lowering.loop_ranges import accessed_boxes
-from nem.passes.lowering.loops import MapEvaluator, loop_bounds
 from nem.passes.lowering.memref_roots import MemrefRoots
-from nem.passes.lowering.peeled_loops import PeeledLoops
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.raise_decision import Escape, RaiseAnalysis
-from nem.passes.lowering.reroll import is_rerolled
 from nem.passes.lowering.state import BlockState, Lowering
-from nem.passes.lowering.structure import is_structural
-from nem.passes.lowering.tile_loops import tile_loop
-
-
-class _NeedsView(Exception):
-    """The decision asked for a view's box: the conversion decides the nest."""
-
-
-class _Unknown(Exception):
-    """An index value the pass does not evaluate: the conversion decides."""
-
-
-def _no_view(m: SSAValue, user: Operation) -> NoReturn:
-    raise _NeedsView
-
-
-_VAR = "\u2063v"
-"""The prefix of the names of the pass's loop variables, which no text of
-the conversion holds: a `why` that prints one would name the conversion's
-NEM variable instead, so such a nest is left to it."""
 
 
 @dataclass(frozen=True)
@@ -101,124 +78,20 @@ class Outlined:
     consts: list[SSAValue]
 
 
-def index_constants(ops: Sequence[Operation]) -> dict[SSAValue, Aff]:
-    """The index constants among `ops`, as the conversion binds them
-    (`index_ops.lower_constant`)."""
-    env: dict[SSAValue, Aff] = {}
-    for o in ops:
-        if isinstance(o, arith.ConstantOp) and isinstance(o.result.type, IndexType):
-            assert isinstance(o.value, IntegerAttr)
-            env[o.result] = Aff.c(o.value.value.data)
-    return env
-
-
-class OutlinedNests:
+class OutlinedNests(ConversionWalk):
     """Which loop nests of function `fn` escape on every target, each with
-    its kernel (`outlined`), found in one walk that follows the conversion:
-    the ops of the function's block, then the bodies of the loops it keeps
-    as NEM loops (`is_structural`, `tile_loop`), each loop variable bound
-    to `lb + v * step` as `loops.lower_loop` binds it (a `Var` over the
-    loop's trip count), index constants and `affine.apply` as `index_ops`
-    binds them.  A loop whose body the conversion lowers other than once
-    per iteration on those values is not entered: one that may be peeled
-    (`PeeledLoops`), a re-rolled pipeline (`nem.max_in_flight`), one that
-    carries values; nor is any other region (`scf`, `affine.if`, `async`).
-    A value the pass does not evaluate (other index arithmetic, a min/max)
-    leaves the loops and nests that use it to the conversion."""
+    its kernel (`outlined`), found in the conversion's walk
+    (`ConversionWalk`: the scopes it lowers op by op, on the index values
+    it binds there)."""
 
     def __init__(self, fn: func.FuncOp) -> None:
-        self.fn = fn
         self.found: dict[Operation, Outlined] = {}
-        self._order = count()
-        self._block(fn.body.block, {})
+        super().__init__(fn)
 
-    @cached_property
-    def roots(self) -> MemrefRoots:
-        """The function's `MemrefRoots`, walked once the first nest or tile
-        loop reaches a decision (none in a function whose loops all move
-        data, as the compile routes give)."""
-        return MemrefRoots(self.fn)
-
-    @cached_property
-    def peeled(self) -> PeeledLoops:
-        return PeeledLoops(self.fn)
-
-    def _block(self, block: Block, env: dict[SSAValue, Aff]) -> None:
-        for o in block.ops:
-            if isinstance(o, arith.ConstantOp) and isinstance(o.result.type, IndexType):
-                env.update(index_constants([o]))
-            elif isinstance(o, affine.ApplyOp):
-                with suppress(_Unknown, NemDiagnosticError):
-                    env[o.result] = _evaluate(env)(o, o.map.data, tuple(o.mapOperands))[0]
-            elif isinstance(o, affine.ForOp):
-                self._loop(o, env)
-            elif isinstance(o, LINALG_OPS):
-                self._decide(o, env)
-
-    def _loop(self, loop: affine.ForOp, env: dict[SSAValue, Aff]) -> None:
-        """`loops.lower_for`'s choice: a NEM loop (entered), a nest (decided)."""
-        if is_structural(loop):
-            return self._enter(loop, env)
-        if not all(v in env for v in _outside_indices(loop)):
-            return
-        try:
-            kept = tile_loop(loop, env, RaiseAnalysis(env, _no_view, self.roots).buffer_of)
-        except (_NeedsView, NemDiagnosticError):
-            return
-        if kept:
-            return self._enter(loop, env)
-        self._decide(loop, env)
-
-    def _decide(self, top: Operation, env: dict[SSAValue, Aff]) -> None:
-        """A loop nest or linalg op the conversion decides (`compute`)."""
+    def decide(self, top: Operation, env: dict[SSAValue, Aff]) -> None:
         k = outlined(top, env, self.roots)
         if k is not None:
             self.found[top] = k
-
-    def _enter(self, loop: affine.ForOp, env: dict[SSAValue, Aff]) -> None:
-        """The body of a NEM loop, once, with the loop's variable."""
-        if loop.results or self.peeled.may_peel(loop):
-            return
-        try:
-            if is_rerolled(loop):
-                return
-            lb, step, trip = loop_bounds(loop, _evaluate(env))
-        except (_Unknown, NemDiagnosticError):
-            return
-        if trip == 0:
-            return  # the conversion lowers no body
-        order = next(self._order)
-        iv = loop.body.block.args[0]
-        env[iv] = lb + Aff.atom(Var(iv, f"{_VAR}{order}", trip, order)).scale(step)
-        self._block(loop.body.block, env)
-
-
-def _evaluate(env: dict[SSAValue, Aff]) -> MapEvaluator:
-    """`LoweringContext.affine` on the pass's index values (`_Unknown` for a
-    value it has none of; the conversion's reject for a non-affine result)."""
-
-    def evaluate(op: Operation, m: AffineMap, operands: tuple[SSAValue, ...]) -> list[Aff]:
-        if not all(v in env for v in operands):
-            raise _Unknown
-        try:
-            return eval_map(m, [env[v] for v in operands])
-        except ValueError as e:
-            raise reject(op, f"non-affine index: {e}") from None
-
-    return evaluate
-
-
-def _outside_indices(top: Operation) -> list[SSAValue]:
-    """The index values the ops in `top` use from outside it."""
-    inside = set(top.walk())
-    return [
-        v
-        for o in inside
-        for v in o.operands
-        if isinstance(v.type, IndexType)
-        and not (isinstance(v.owner, Operation) and v.owner in inside)
-        and not (isinstance(v, BlockArgument) and v.block.parent_op() in inside)
-    ]
 
 
 def outlined(top: Operation, env: dict[SSAValue, Aff], roots: MemrefRoots) -> Outlined | None:
@@ -229,7 +102,7 @@ def outlined(top: Operation, env: dict[SSAValue, Aff], roots: MemrefRoots) -> Ou
     decided before its kernel's operands are gathered: nearly all of them
     (the tiles' copies and fills) are raised, and gathering was most of
     the pass's cost (D-LOW-OUTLINE)."""
-    analysis = RaiseAnalysis(env, _no_view, roots)
+    analysis = RaiseAnalysis(env, no_view, roots)
     try:
         if isinstance(top, affine.ForOp):
             after = tuple(carried_out(top)) if top.results else ()
@@ -251,9 +124,9 @@ def outlined(top: Operation, env: dict[SSAValue, Aff], roots: MemrefRoots) -> Ou
             if operands is None:
                 return None
             what = f"{top.name} at {location_text(top)}"
-    except (_NeedsView, NemDiagnosticError):
+    except (NeedsView, NemDiagnosticError):
         return None  # the conversion's error, a scalar a load outside gives, a box
-    if not isinstance(decision, Escape) or _VAR in decision.why:
+    if not isinstance(decision, Escape) or VAR in decision.why:
         return None
     assert decision.after == after
     return Outlined(what, decision.why, after, *operands)

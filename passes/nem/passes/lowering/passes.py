@@ -21,8 +21,10 @@
                                                     get_global -> nem_lowering.buffer)
         nem-declare-allocations{memory-spaces=M    (D-LOW-DECLARE: alloc, alloca ->
                                 entry=F}            nem_lowering.buffer, named)
+        nem-mark-tile-loops{entry=F}               (D-LOW-TILES: the loops the conversion
+                                                    keeps around raised tiles marked)
         nem-fold-index-arith{entry=F}              (D-LOW-AFFINE: arith index arithmetic ->
-                                                    affine.apply, maps composed)
+                                                    affine.apply, maps composed, tile loops too)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
@@ -83,6 +85,7 @@ from nem.passes.lowering.declare_buffers import DeclareBuffersPass
 from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.fold_index_arith import FoldIndexArithPass
 from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.lowering.mark_tile_loops import MarkTileLoopsPass
 from nem.passes.lowering.memref_hints import DropMemrefHintsPass
 from nem.passes.lowering.outline_kernels import OutlineKernelsPass
 from nem.passes.lowering.prepare import (
@@ -143,6 +146,7 @@ def preparation(
         RewriteViewsPass(entry),
         DeclareBuffersPass(entry),
         DeclareAllocationsPass(memory_spaces, entry),
+        MarkTileLoopsPass(entry),
         FoldIndexArithPass(entry),
     )
 
@@ -163,8 +167,8 @@ class ConvertAffineToNemPass(LoweringOptions):
     Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`,
     `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-outline-kernels`,
     `nem-drop-memref-hints`, `nem-drop-async-groups`, `nem-drop-token-awaits`,
-    `nem-rewrite-views`, `nem-declare-buffers`, `nem-declare-allocations` and
-    `nem-fold-index-arith` (`preparation`), so that run alone
+    `nem-rewrite-views`, `nem-declare-buffers`, `nem-declare-allocations`,
+    `nem-mark-tile-loops` and `nem-fold-index-arith` (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).

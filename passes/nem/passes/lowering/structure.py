@@ -23,6 +23,11 @@ STRUCTURAL = "nem_lowering.structural"
 """The unit attribute of an `affine.for` that held async work a preparation
 pass erased (`nem-drop-token-awaits`): structural whatever its body now holds."""
 
+TILE_LOOP = "nem_lowering.tile_loop"
+"""The unit attribute of an `affine.for` that `nem-mark-tile-loops` found the
+conversion keeps as a NEM loop around raised tiles (`tile_loops.tile_loop`,
+D-LOW-TILES): decided before `nem-fold-index-arith` rewrites its body."""
+
 
 def is_structural(loop: affine.ForOp) -> bool:
     """A loop that moves data, allocates or holds async work becomes a NEM

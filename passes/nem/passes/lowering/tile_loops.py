@@ -24,6 +24,7 @@ from nem.passes.lowering.nest_analysis import (
     match_nest,
     only_loop,
 )
+from nem.passes.lowering.structure import TILE_LOOP
 
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext
@@ -48,7 +49,12 @@ def is_tile_loop(ctx: LoweringContext, loop: affine.ForOp) -> bool:
     inner loop bounds from its variable and that is not raisable as one nest.
     It becomes a NEM loop, so each tile is one raised task (D-LOW-TILES); a
     tile loop around anything else stays one escape-hatch task for the
-    whole nest."""
+    whole nest.  A loop `nem-mark-tile-loops` marked is one: decided there,
+    on the body as it was before `nem-fold-index-arith` rewrote it; a loop
+    it left unmarked the conversion decides, on a body the fold left as it
+    was (`LoweredOneByOne`)."""
+    if TILE_LOOP in loop.attributes:
+        return True
     return tile_loop(loop, ctx.env, lambda m, u: ctx.view(m, u).buffer)
 
 

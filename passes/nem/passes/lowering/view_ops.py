@@ -79,17 +79,18 @@ from nem.passes.lowering.affine_algebra import is_identity
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.reshape import Layout, collapsed, expanded
-from nem.passes.lowering.structure import is_structural
+from nem.passes.lowering.structure import TILE_LOOP, is_structural
 from nem.passes.lowering.views import last_offset, memref_strides, row_major
 
 
 @dataclass
 class LoweredOneByOne:
     """Whether the conversion lowers an op by its handler: no outlined
-    kernel and no pure loop nest around it.  Each loop's structure is asked
-    once (`is_structural` walks the loop)."""
+    kernel and no pure loop nest around it, each loop around it structural
+    or a tile loop `nem-mark-tile-loops` marked (none is before that pass).
+    Each loop's structure is asked once (`is_structural` walks the loop)."""
 
-    structural: dict[affine.ForOp, bool] = field(default_factory=dict[affine.ForOp, bool])
+    kept: dict[affine.ForOp, bool] = field(default_factory=dict[affine.ForOp, bool])
 
     def __call__(self, op: Operation) -> bool:
         parent = op.parent_op()
@@ -97,9 +98,11 @@ class LoweredOneByOne:
             if isinstance(parent, KernelOp):
                 return False
             if isinstance(parent, affine.ForOp):
-                known = self.structural.get(parent)
+                known = self.kept.get(parent)
                 if known is None:
-                    known = self.structural[parent] = is_structural(parent)
+                    known = self.kept[parent] = TILE_LOOP in parent.attributes or is_structural(
+                        parent
+                    )
                 if not known:
                     return False
             parent = parent.parent_op()

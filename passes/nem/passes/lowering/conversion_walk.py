@@ -1,0 +1,179 @@
+"""The conversion's walk, followed ahead of it (D-LOW-OUTLINE, D-LOW-TILES):
+the scopes `convert-affine-to-nem` lowers op by op and the index values it
+binds there, for the analyses that decide before the conversion what it
+would decide as it lowers (`nem-outline-kernels`' `OutlinedNests`,
+`nem-mark-tile-loops`' `TileLoops`).  One walk, so that both follow the
+conversion the same way and leave to it the same scopes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import suppress
+from functools import cached_property
+from itertools import count
+from typing import NoReturn
+
+from xdsl.dialects import affine, arith, func
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineMap
+
+from nem.dialect.diagnostics import NemDiagnosticError
+from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
+from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.escape import LINALG_OPS
+from nem.passes.lowering.index_ops import INDEX_BINOPS, index_binop
+from nem.passes.lowering.loops import MapEvaluator, loop_bounds
+from nem.passes.lowering.memref_roots import MemrefRoots
+from nem.passes.lowering.peeled_loops import PeeledLoops
+from nem.passes.lowering.raise_decision import RaiseAnalysis
+from nem.passes.lowering.reroll import is_rerolled
+from nem.passes.lowering.structure import is_structural
+from nem.passes.lowering.tile_loops import tile_loop
+
+
+class NeedsView(Exception):
+    """The decision asked for a view's box: the conversion decides the nest."""
+
+
+class _Unknown(Exception):
+    """An index value the walk does not evaluate: the conversion decides."""
+
+
+def no_view(m: SSAValue, user: Operation) -> NoReturn:
+    """The `view_of` of a decision ahead of the conversion, which has no views."""
+    raise NeedsView
+
+
+VAR = "\u2063v"
+"""The prefix of the names of the walk's loop variables, which no text of
+the conversion holds: a `why` that prints one would name the conversion's
+NEM variable instead, so such a nest is left to it."""
+
+
+def index_constants(ops: Sequence[Operation]) -> dict[SSAValue, Aff]:
+    """The index constants among `ops`, as the conversion binds them
+    (`index_ops.lower_constant`)."""
+    env: dict[SSAValue, Aff] = {}
+    for o in ops:
+        if isinstance(o, arith.ConstantOp) and isinstance(o.result.type, IndexType):
+            assert isinstance(o.value, IntegerAttr)
+            env[o.result] = Aff.c(o.value.value.data)
+    return env
+
+
+class ConversionWalk:
+    """The loops of function `fn` the conversion decides on known values,
+    found in one walk that follows the conversion: the ops of the
+    function's block, then the bodies of the loops it keeps as NEM loops
+    (`is_structural`, `tile_loop`), each loop variable bound to
+    `lb + v * step` as `loops.lower_loop` binds it (a `Var` over the loop's
+    trip count), index constants and `affine.apply` as `index_ops` binds
+    them, and with `index_arith` its `arith` index arithmetic
+    (`index_ops.index_binop`).  `tile_loops` holds `tile_loop`'s answer for each loop it
+    decided; `decide` is called on each loop nest (a loop it is not) and
+    linalg op.  A loop whose body the conversion lowers other than once
+    per iteration on those values is not entered: one that may be peeled
+    (`PeeledLoops`), a re-rolled pipeline (`nem.max_in_flight`), one that
+    carries values; nor is any other region (`scf`, `affine.if`, `async`).
+    A value the walk does not evaluate (`arith` index arithmetic without
+    `index_arith`, a min/max, an async payload) leaves the loops and nests that use it to the
+    conversion, and so does a decision that reads a view's box."""
+
+    def __init__(self, fn: func.FuncOp, index_arith: bool = False) -> None:
+        self.fn = fn
+        self.index_arith = index_arith
+        self.tile_loops: dict[affine.ForOp, bool] = {}
+        self._order = count()
+        self._block(fn.body.block, {})
+
+    @cached_property
+    def roots(self) -> MemrefRoots:
+        """The function's `MemrefRoots`, walked once the first nest or tile
+        loop reaches a decision (none in a function whose loops all move
+        data, as the compile routes give)."""
+        return MemrefRoots(self.fn)
+
+    @cached_property
+    def peeled(self) -> PeeledLoops:
+        return PeeledLoops(self.fn)
+
+    def decide(self, top: Operation, env: dict[SSAValue, Aff]) -> None:
+        """A loop nest or linalg op the conversion decides (`compute`), on
+        `env`: nothing here."""
+
+    def _block(self, block: Block, env: dict[SSAValue, Aff]) -> None:
+        for o in block.ops:
+            if isinstance(o, arith.ConstantOp) and isinstance(o.result.type, IndexType):
+                env.update(index_constants([o]))
+            elif isinstance(o, affine.ApplyOp):
+                with suppress(_Unknown, NemDiagnosticError):
+                    env[o.result] = _evaluate(env)(o, o.map.data, tuple(o.mapOperands))[0]
+            elif self.index_arith and isinstance(o, INDEX_BINOPS):
+                if isinstance(o.results[0].type, IndexType) and all(v in env for v in o.operands):
+                    with suppress(NemDiagnosticError):
+                        env[o.results[0]] = index_binop(o, *(env[v] for v in o.operands))
+            elif isinstance(o, affine.ForOp):
+                self._loop(o, env)
+            elif isinstance(o, LINALG_OPS):
+                self.decide(o, env)
+
+    def _loop(self, loop: affine.ForOp, env: dict[SSAValue, Aff]) -> None:
+        """`loops.lower_for`'s choice: a NEM loop (entered), a nest (decided)."""
+        if is_structural(loop):
+            return self._enter(loop, env)
+        if not all(v in env for v in _outside_indices(loop)):
+            return
+        try:
+            kept = tile_loop(loop, env, RaiseAnalysis(env, no_view, self.roots).buffer_of)
+        except (NeedsView, NemDiagnosticError):
+            return
+        self.tile_loops[loop] = kept
+        if kept:
+            return self._enter(loop, env)
+        self.decide(loop, env)
+
+    def _enter(self, loop: affine.ForOp, env: dict[SSAValue, Aff]) -> None:
+        """The body of a NEM loop, once, with the loop's variable."""
+        if loop.results or self.peeled.may_peel(loop):
+            return
+        try:
+            if is_rerolled(loop):
+                return
+            lb, step, trip = loop_bounds(loop, _evaluate(env))
+        except (_Unknown, NemDiagnosticError):
+            return
+        if trip == 0:
+            return  # the conversion lowers no body
+        order = next(self._order)
+        iv = loop.body.block.args[0]
+        env[iv] = lb + Aff.atom(Var(iv, f"{VAR}{order}", trip, order)).scale(step)
+        self._block(loop.body.block, env)
+
+
+def _evaluate(env: dict[SSAValue, Aff]) -> MapEvaluator:
+    """`LoweringContext.affine` on the walk's index values (`_Unknown` for a
+    value it has none of; the conversion's reject for a non-affine result)."""
+
+    def evaluate(op: Operation, m: AffineMap, operands: tuple[SSAValue, ...]) -> list[Aff]:
+        if not all(v in env for v in operands):
+            raise _Unknown
+        try:
+            return eval_map(m, [env[v] for v in operands])
+        except ValueError as e:
+            raise reject(op, f"non-affine index: {e}") from None
+
+    return evaluate
+
+
+def _outside_indices(top: Operation) -> list[SSAValue]:
+    """The index values the ops in `top` use from outside it."""
+    inside = set(top.walk())
+    return [
+        v
+        for o in inside
+        for v in o.operands
+        if isinstance(v.type, IndexType)
+        and not (isinstance(v.owner, Operation) and v.owner in inside)
+        and not (isinstance(v, BlockArgument) and v.block.parent_op() in inside)
+    ]

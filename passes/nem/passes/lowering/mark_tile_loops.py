@@ -1,0 +1,61 @@
+"""`nem-mark-tile-loops` (D-LOW-TILES, D-LOW-AFFINE): the loops the
+conversion keeps as NEM loops around raised tiles (`tile_loops.tile_loop`)
+marked `nem_lowering.tile_loop` before `nem-fold-index-arith`, which then
+folds their index arithmetic too, and the conversion reads the mark
+instead of deciding on the rewritten body:
+
+    affine.for %t = 0 to 32 step 8 { ... }
+    -> affine.for %t = 0 to 32 step 8 { ... } {nem_lowering.tile_loop}
+
+The decision reads the loop's body as written: a nest perfect up to index
+arithmetic that `match_nest` cannot raise as a whole (an offset that
+`arith.addi` computes, which it does not evaluate) is a tile loop, and the
+same body with that offset an `affine.apply` may be raisable.  So it is
+taken here, on the body before the fold, by the conversion's walk
+(`ConversionWalk`: its index values, `arith` index arithmetic evaluated
+as its handler does, `MemrefRoots`' buffers) and kept in
+the IR, as `nem-drop-token-awaits` keeps `nem_lowering.structural`.
+
+A loop the walk does not decide (one it does not reach: in a loop that
+may be peeled, a re-rolled pipeline, a loop carrying values, an `scf`,
+`affine.if` or `async` region; one using an index value it does not
+evaluate, a min/max or an async payload; one whose decision reads a
+view's box) stays unmarked: the conversion decides
+it as before, and the fold leaves its body as written (`LoweredOneByOne`),
+so it decides on what it always did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.passes import ModulePass
+
+from nem.passes.lowering.conversion_walk import ConversionWalk
+from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.structure import TILE_LOOP
+
+
+@dataclass(frozen=True)
+class MarkTileLoopsPass(ModulePass):
+    """Mark `nem_lowering.tile_loop` the loops of the entry function the
+    conversion keeps around raised tiles, as it would decide them
+    (D-LOW-TILES), before `nem-fold-index-arith` rewrites their bodies.
+
+    Options:
+      entry: the func.func to lower (default: the first public one)
+    """
+
+    name = "nem-mark-tile-loops"
+
+    entry: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # with the conversion's `arith` index arithmetic: the fold rewrites
+        # the body of a tile loop it marks, not of a loop it leaves undecided
+        decided = ConversionWalk(entry_function(op, self.entry), index_arith=True).tile_loops
+        for loop, kept in decided.items():
+            if kept:
+                loop.attributes[TILE_LOOP] = UnitAttr()

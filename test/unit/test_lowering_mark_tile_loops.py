@@ -1,0 +1,224 @@
+"""`nem-mark-tile-loops` (D-LOW-TILES, D-LOW-AFFINE): which loops the
+conversion keeps around raised tiles is decided before it, on the loops'
+bodies as written, and marked; `nem-fold-index-arith` then folds the index
+arithmetic of those loops too, and the conversion reads the mark instead of
+deciding on the folded body (issue 36 item 1).
+
+The differential test across that rewrite: `lower-to-nem` prints the same
+`.nem` and the same remarks or errors as the pipeline before it (no marks:
+the conversion decides every tile loop, the fold leaves their bodies) on
+every lowering input and the ones below; so does `nem-compile` of the ONNX
+samples.  The conversion's table keeps `arith.addi` and `arith.subi`: an
+async payload's index still reaches them (D-LOW-AFFINE)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from lowering_diff import (
+    INPUTS,
+    LIT_MLIR,
+    MLIR_INPUTS,
+    Steps,
+    assert_unchanged,
+    before,
+    lower,
+    sample_before_and_after,
+)
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from nem.compile.lower import xdsl_context
+from nem.frontends.upstream_dialects import parse_mlir
+from nem.passes.lowering.fold_index_arith import FoldIndexArithPass
+from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.lowering.mark_tile_loops import MarkTileLoopsPass
+from nem.passes.lowering.passes import preparation
+from nem.passes.lowering.structure import TILE_LOOP
+
+_before = before(MarkTileLoopsPass, HANDLERS)
+"""`lower-to-nem`'s steps before the pass: without it (nothing else changed)."""
+
+_WITHOUT_ADD_SUB = {k: v for k, v in HANDLERS.items() if k not in (arith.AddiOp, arith.SubiOp)}
+
+
+class _NotInThePipeline(ModulePass):
+    """Dropped from `lower-to-nem`'s steps by `before`: none is dropped."""
+
+    name = "not-in-the-pipeline"
+
+
+_no_add_sub = before(_NotInThePipeline, _WITHOUT_ADD_SUB)
+"""`lower-to-nem` as declared, the conversion's table without `arith.addi`/`subi`."""
+
+TILE_LOOP_TEXT = """
+func.func @main(%A: memref<32xf32>, %B: memref<32xf32>) {
+  affine.for %t = 0 to 32 step 8 {
+    %o = arith.addi %t, %t : index
+    affine.for %i = 0 to 8 {
+      %a = affine.load %A[%i * -1 + 31] : memref<32xf32>
+      affine.store %a, %B[%o + %i + %t * -1] : memref<32xf32>
+    }
+  }
+  return
+}
+"""
+"""A tile loop (`%t`, a step of 8) whose body computes an offset by `arith.addi`."""
+
+NESTED = """
+func.func @main(%A: memref<64xf32>, %B: memref<64xf32>) {
+  affine.for %t = 0 to 32 step 16 {
+    %o = arith.addi %t, %t : index
+    affine.for %u = 0 to 16 step 8 {
+      %p = arith.subi %u, %o : index
+      affine.for %i = 0 to 8 {
+        %a = affine.load %A[%i + %t + %u] : memref<64xf32>
+        affine.store %a, %B[%i + %p + %o + %t] : memref<64xf32>
+      }
+    }
+  }
+  return
+}
+"""
+"""A tile loop in a tile loop, its bounds' offsets `arith` of the outer body."""
+
+RAISABLE_ONCE_FOLDED = """
+func.func @main(%A: memref<4x8xf32>, %B: memref<4x8xf32>) {
+  %c0 = arith.constant 0 : index
+  affine.for %t = 0 to 4 {
+    %o = arith.addi %t, %c0 : index
+    affine.for %i = 0 to 8 {
+      %a = affine.load %A[%t, %i] : memref<4x8xf32>
+      affine.store %a, %B[%o, %i] : memref<4x8xf32>
+    }
+  }
+  return
+}
+"""
+"""A unit-step loop that is a tile loop only because `match_nest` does not
+evaluate `arith.addi` (its offset): folded, the nest is one raisable copy."""
+
+ASYNC_PAYLOAD = """
+func.func @main(%x: memref<64xf32>, %y: memref<64xf32>) {
+  %c4 = arith.constant 4 : index
+  %tok, %v = async.execute -> !async.value<index> {
+    async.yield %c4 : index
+  }
+  %w = async.await %v : !async.value<index>
+  %p = arith.addi %w, %c4 : index
+  %s = memref.subview %x[%p] [4] [1] : memref<64xf32> to memref<4xf32, strided<[1], offset: ?>>
+  %t = memref.subview %y[%w] [4] [1] : memref<64xf32> to memref<4xf32, strided<[1], offset: ?>>
+  memref.copy %s, %t : memref<4xf32, strided<[1], offset: ?>> to memref<4xf32, strided<[1], offset: ?>>
+  return
+}
+"""
+"""Index arithmetic on an async payload (an awaited `!async.value<index>`),
+which the conversion evaluates and the fold does not rewrite."""
+
+CASES = {"tile_loop": TILE_LOOP_TEXT, "nested": NESTED, "raisable": RAISABLE_ONCE_FOLDED}
+LOOPS = {
+    "tile_loop": "loop t in [0..3]:",
+    "nested": "loop u in [0..1]:",
+    "raisable": "loop t in [0..3]:",
+}
+"""The NEM loop each case's innermost tile loop becomes."""
+
+
+def _prepared(text: str) -> str:
+    """`main` of `text` after the preparation (the marks, then the fold)."""
+    ctx = xdsl_context()
+    module = parse_mlir(ctx, text)
+    for p in preparation("main"):
+        p.apply(ctx, module)
+    return str(module)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_tile_loops_index_arithmetic_is_folded(case: str) -> None:
+    """The tile loops are marked and their `arith.addi`/`subi` become
+    applies: the conversion's handler is not reached (a table without
+    them lowers the same), and the output is the one before the pass."""
+    text = CASES[case]
+    prepared = _prepared(text)
+    assert prepared.count(f"{{{TILE_LOOP}}}") == (2 if case == "nested" else 1)
+    assert not re.search(r"arith\.(addi|subi) %\S+, %\S+ : index", prepared)
+    new = lower(text, "main")
+    assert new[0] is not None and LOOPS[case] in new[0]
+    assert new == lower(text, "main", _before)
+    assert new == lower(text, "main", _no_add_sub)
+
+
+@dataclass(frozen=True)
+class _DropMarks(ModulePass):
+    """The marks erased after the fold: the conversion decides each loop on
+    its folded body."""
+
+    name = "drop-marks"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for o in op.walk():
+            o.attributes.pop(TILE_LOOP, None)
+
+
+def _marks_dropped(steps: Steps) -> Steps:
+    out: list[ModulePass] = []
+    for p in steps:
+        out.append(p)
+        if isinstance(p, FoldIndexArithPass):
+            out.append(_DropMarks())
+    return tuple(out)
+
+
+def test_the_conversion_reads_the_decision_taken_before_the_fold() -> None:
+    """Decided on its folded body, the loop would be one raisable nest (one
+    copy of the whole array); the mark keeps the decision taken on the body
+    as written (one copy per row), which is the output before the pass."""
+    new, old = lower(RAISABLE_ONCE_FOLDED, "main"), lower(RAISABLE_ONCE_FOLDED, "main", _before)
+    redecided = lower(RAISABLE_ONCE_FOLDED, "main", _marks_dropped)
+    assert new == old
+    assert new[0] is not None and "loop t in [0..3]:" in new[0]
+    assert redecided[0] is not None and "shape=[4, 8]" in redecided[0]
+    assert redecided != new
+
+
+def test_an_async_payloads_arithmetic_keeps_addi_and_subi_in_the_table() -> None:
+    """What still reaches the conversion's `arith.addi`: arithmetic on an
+    index the fold does not evaluate (an async payload).  So the table keeps
+    its 75 entries (D-LOW-AFFINE): without them this lowers to `unsupported
+    operation`."""
+    assert len(HANDLERS) == 75 and {arith.AddiOp, arith.SubiOp} <= set(HANDLERS)
+    assert "arith.addi %w, %c4" in _prepared(ASYNC_PAYLOAD)
+    nem, _ = lower(ASYNC_PAYLOAD, "main")
+    assert nem is not None and "src=region(x, 32, 16)" in nem
+    error = lower(ASYNC_PAYLOAD, "main", _no_add_sub)[1][0][1]
+    assert error == "cannot lower 'arith.addi': unsupported operation"
+
+
+@pytest.mark.parametrize(
+    "path", MLIR_INPUTS + LIT_MLIR, ids=lambda p: str(p.relative_to(INPUTS.parents[1]))
+)
+def test_the_marks_change_no_output(path: Path) -> None:
+    """Every public function of every lowering input lowers to the same
+    `.nem`, remarks and errors with the marks (and the fold of the marked
+    loops) and as before them."""
+    assert_unchanged(path, _before)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "resblock", "transformer"])
+def test_the_samples_compile_to_the_same_program(name: str, monkeypatch, tmp_path: Path) -> None:
+    """`nem-compile` of the ONNX samples: the same `.nem` with the pass as
+    without it."""
+    after, old, _ = sample_before_and_after(
+        name,
+        MarkTileLoopsPass,
+        lambda o: TILE_LOOP in o.attributes,
+        HANDLERS,
+        monkeypatch,
+        tmp_path,
+    )
+    assert old == after
