@@ -476,3 +476,54 @@ def test_a_max_pool_keeps_its_row_split(monkeypatch):
     monkeypatch.setattr(engines, "choose_split", by_spans)
     spans = compile_onnx(model, device="npm_pro_x1")
     assert timed_cycles(new.nem) <= timed_cycles(spans.nem)
+
+
+def test_a_lone_tile_beside_the_other_parts_loops_is_cut():
+    """DenseNet-121's n540 (1x1, 768 -> 128 channels, 14x14) over 4 engines is
+    4, 4, 4 and 2 rows; the halving sizes (2 rows) make parts 0-2 a tile loop
+    of two iterations and part 3 one tile, straight-line code the jam cannot
+    pair with their loop (D-NEM-JAM-ENGINES): it was issued after the jammed
+    loop and ran after it (13,378 busy cycles, its bound 4,542).  The
+    estimate, one part from an idle start, prices 2-row tiles lower (6,233
+    against 7,588 in rows); the split loop is cut in tiles dividing every
+    part, two tiles or more in each (D-COMPILE-TILE-TIME, session 32).  A
+    part too short for two tiles (4, 4, 4, 1) keeps its sizes (SqueezeNet's
+    13x13 parts, `test_a_part_of_one_row_keeps_every_part_one_tile`)."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = band_of(_conv(14, 1, 768, 128))
+        halving = tiling.choose_tile_sizes(band, BUDGET)
+        split = {1: [2, 4]}
+        assert halving[1] == 2  # part 3 one tile, parts 0-2 two
+        rows = [1, 1, *halving[2:]]
+        assert _estimate(band, halving, split) < _estimate(band, rows, split)
+        assert tile_cost.search(band, BUDGET, halving, split, timed=True, dmas=DMAS) == rows
+        assert tile_cost.search(band, BUDGET, halving, split) == halving  # the bytes rule's
+        assert tile_cost.search(band, BUDGET, halving, {1: [1, 2]}, timed=True, dmas=DMAS)[1] == 2
+
+
+def test_a_lone_tile_cut_is_bit_identical_and_faster(monkeypatch):
+    """n540's shape compiled (a Conv + Relu model, 4 engine parts of 4, 4, 4
+    and 2 rows) in row tiles, and forced into the 2-row tiles it had before
+    (the other nests' sizes the compile's): the same output bits under random
+    schedules, race-free, `nem-verify` clean (compile_onnx verifies), and
+    fewer timed cycles, the last part no longer after the others."""
+    from compile_runs import conv1x1_relu_model, only_output, timed_cycles
+
+    from nem.compile import compile_onnx
+
+    model = conv1x1_relu_model(14, 768, 128)
+    new = compile_onnx(model, device="npm_pro_x1")
+    chosen = tiling.band_sizes
+    conv = [1, 14, 14, 128, 1, 1, 768]
+
+    def two_rows(band, options, budget, parts=None, dmas=1):
+        sizes = chosen(band, options, budget, parts, dmas)
+        return [1, 2, *sizes[2:]] if band.extents == conv and parts else sizes
+
+    monkeypatch.setattr(tiling, "band_sizes", two_rows)
+    old = compile_onnx(model, device="npm_pro_x1")
+    assert new.nem != old.nem
+    assert np.array_equal(
+        only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
+    )
+    assert timed_cycles(new.nem) < 0.9 * timed_cycles(old.nem)

@@ -285,6 +285,7 @@ def search(
     pick = halving if h_need[0] <= budget and moved[best] > GAIN * h_moved[0] else S[best]
     if timed and any(band.extents[i] > 1 for i in red):
         pick = _by_cycles(model, S, ok, moved, pick, lengths, red, dmas, cut)
+        pick = _lone_part_cut(model, S, need <= budget, moved, pick, lengths, parts, red, dmas)
     return [int(x) for x in pick]
 
 
@@ -324,6 +325,49 @@ def _split_loop_cut(
         others = tiled.sum(axis=1) - tiled[:, i]
         cut |= tiled[:, i] & (2 * S[:, i] <= min(extents)) & (others <= base)
     return cut
+
+
+def _lone_part_cut(
+    model: _Model,
+    S: np.ndarray,
+    fit: np.ndarray,
+    moved: np.ndarray,
+    pick: Sequence[int],
+    lengths: list[list[int]],
+    parts: dict[int, list[int]],
+    red: set[int],
+    dmas: int,
+) -> Sequence[int]:
+    """`pick`, or where it leaves an engine part one tile (no loop tiled but
+    the split loop, which the part's length leaves whole) and a longer part
+    a tile loop along the split loop (DenseNet-121's 14x14 1x1 convolutions
+    of 640-768 channels in 2-row tiles over parts of 4, 4, 4 and 2 rows), the
+    sizes of `S` that fit (`fit`) and differ from `pick` only on that loop,
+    dividing every part in two tiles or more, with the fewest estimated
+    cycles (ties: the fewest bytes moved; D-COMPILE-TILE-TIME, session 32).
+    The lone tile is straight-line code the jam cannot pair with the other
+    parts' loops (D-NEM-JAM-ENGINES): it is issued after their jammed loop
+    and runs after it, its part's whole chain (weights, copy in, convolution,
+    copy out) added to the layer's time, which the estimate, one part from
+    an idle start, does not see.  The split loop is no reduction loop, so
+    each output's sum is the same: outputs are bit-identical."""
+    P = np.array([list(pick)], dtype=np.int64)
+    rows = np.zeros(len(S), dtype=bool)
+    for i, ext in parts.items():
+        whole = all(pick[j] >= max(x) for j, x in enumerate(lengths) if j != i)
+        if i in red or not whole or not (min(ext) <= pick[i] < max(ext)):
+            continue  # the short part has a tile loop the jam pairs, or is tiled already
+        others = np.delete(S, i, axis=1) == np.delete(P, i, axis=1)
+        divides = np.all([x % S[:, i] == 0 for x in ext], axis=0)
+        rows |= fit & others.all(axis=1) & divides & (2 * S[:, i] <= min(ext))
+    if not rows.any():
+        return pick
+    L = np.array([max(x) for x in lengths], dtype=np.int64)
+    est = model.cycles(np.minimum(S[rows], L[None, :]), L, red, dmas)
+    if est is None:
+        return pick
+    best = int(np.lexsort((moved[rows], est))[0])
+    return [int(x) for x in S[rows][best]]
 
 
 def _by_cycles(
