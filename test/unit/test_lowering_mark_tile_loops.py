@@ -8,8 +8,9 @@ The differential test across that rewrite: `lower-to-nem` prints the same
 `.nem` and the same remarks or errors as the pipeline before it (no marks:
 the conversion decides every tile loop, the fold leaves their bodies) on
 every lowering input and the ones below; so does `nem-compile` of the ONNX
-samples.  The conversion's table keeps `arith.addi` and `arith.subi`: an
-async payload's index still reaches them (D-LOW-AFFINE)."""
+samples.  The conversion's table keeps `arith.addi` and `arith.subi`: the
+body of a tile loop the walk does not follow (in a loop that may be peeled)
+still reaches them (D-LOW-AFFINE)."""
 
 from __future__ import annotations
 
@@ -103,6 +104,79 @@ func.func @main(%A: memref<4x8xf32>, %B: memref<4x8xf32>) {
 """A unit-step loop that is a tile loop only because `match_nest` does not
 evaluate `arith.addi` (its offset): folded, the nest is one raisable copy."""
 
+MIN_OUTSIDE = """
+func.func @main(%A: memref<32xf32>, %B: memref<32xf32>) {
+  %m = affine.min affine_map<() -> (8, 16)>()
+  affine.for %t = 0 to 32 step 8 {
+    %o = arith.addi %t, %m : index
+    affine.for %i = 0 to 8 {
+      %a = affine.load %A[31 - %i] : memref<32xf32>
+      affine.store %a, %B[%o + %i - %t - 8] : memref<32xf32>
+    }
+  }
+  return
+}
+"""
+"""A tile loop whose offset uses an `affine.min` from outside, which the
+walk evaluates as the conversion does (`index_ops.minmax_value`)."""
+
+IN_EXECUTE = """
+func.func @main(%A: memref<32xf32>, %B: memref<32xf32>) {
+  %tok = async.execute {
+    affine.for %t = 0 to 32 step 8 {
+      %o = arith.addi %t, %t : index
+      affine.for %i = 0 to 8 {
+        %a = affine.load %A[31 - %i] : memref<32xf32>
+        affine.store %a, %B[%o + %i - %t] : memref<32xf32>
+      }
+    }
+    async.yield
+  }
+  async.await %tok : !async.token
+  return
+}
+"""
+"""A tile loop in an `async.execute` body, which the conversion lowers in place."""
+
+PAYLOAD_OUTSIDE = """
+func.func @main(%A: memref<64xf32>, %B: memref<64xf32>) {
+  %c8 = arith.constant 8 : index
+  %tok, %v = async.execute -> !async.value<index> {
+    async.yield %c8 : index
+  }
+  %w = async.await %v : !async.value<index>
+  affine.for %t = 0 to 32 step 8 {
+    %o = arith.subi %t, %w : index
+    affine.for %i = 0 to 8 {
+      %a = affine.load %A[31 - %i] : memref<64xf32>
+      affine.store %a, %B[%o + %i - %t + 16] : memref<64xf32>
+    }
+  }
+  return
+}
+"""
+"""A tile loop whose offset uses an async payload awaited outside it."""
+
+IN_TOKEN_LOOP = """
+func.func @main(%A: memref<32xf32>, %B: memref<32xf32>) {
+  %t0 = async.execute { async.yield }
+  %r = affine.for %T = 0 to 2 iter_args(%tk = %t0) -> (!async.token) {
+    affine.for %t = 0 to 32 step 8 {
+      %o = arith.addi %t, %t : index
+      affine.for %i = 0 to 8 {
+        %a = affine.load %A[31 - %i] : memref<32xf32>
+        affine.store %a, %B[%o + %i - %t] : memref<32xf32>
+      }
+    }
+    %t1 = async.execute [%tk] { async.yield }
+    affine.yield %t1 : !async.token
+  }
+  async.await %r : !async.token
+  return
+}
+"""
+"""A tile loop in a loop carrying a token (a NEM loop, `loops.carried_tokens`)."""
+
 ASYNC_PAYLOAD = """
 func.func @main(%x: memref<64xf32>, %y: memref<64xf32>) {
   %c4 = arith.constant 4 : index
@@ -114,17 +188,53 @@ func.func @main(%x: memref<64xf32>, %y: memref<64xf32>) {
   %s = memref.subview %x[%p] [4] [1] : memref<64xf32> to memref<4xf32, strided<[1], offset: ?>>
   %t = memref.subview %y[%w] [4] [1] : memref<64xf32> to memref<4xf32, strided<[1], offset: ?>>
   memref.copy %s, %t : memref<4xf32, strided<[1], offset: ?>> to memref<4xf32, strided<[1], offset: ?>>
+  %tok2 = async.execute [%tok] (%v as %b: !async.value<index>) {
+    %q = arith.subi %b, %c4 : index
+    %u = memref.subview %x[%q] [4] [1] : memref<64xf32> to memref<4xf32, strided<[1], offset: ?>>
+    memref.copy %u, %t : memref<4xf32, strided<[1], offset: ?>> to memref<4xf32, strided<[1], offset: ?>>
+    async.yield
+  }
+  async.await %tok2 : !async.token
   return
 }
 """
-"""Index arithmetic on an async payload (an awaited `!async.value<index>`),
-which the conversion evaluates and the fold does not rewrite."""
+"""Index arithmetic on async payloads: an awaited `!async.value<index>` and
+an execute's body argument, which the conversion evaluates."""
 
-CASES = {"tile_loop": TILE_LOOP_TEXT, "nested": NESTED, "raisable": RAISABLE_ONCE_FOLDED}
+PEELED = """
+func.func @main(%A: memref<48xf32>, %B: memref<48xf32>) {
+  affine.for %T = 0 to 40 step 16 {
+    affine.for %t = 0 to min affine_map<(d0) -> (16, -d0 + 40)>(%T) step 8 {
+      %o = arith.addi %t, %T : index
+      affine.for %i = 0 to 8 {
+        %a = affine.load %A[47 - %i - %T - %t] : memref<48xf32>
+        affine.store %a, %B[%o + %i] : memref<48xf32>
+      }
+    }
+  }
+  return
+}
+"""
+"""A tile loop (`%t`) in a loop the conversion peels (its last tile is
+partial): its body is lowered once per copy, which the walk does not follow."""
+
+CASES = {
+    "tile_loop": TILE_LOOP_TEXT,
+    "nested": NESTED,
+    "raisable": RAISABLE_ONCE_FOLDED,
+    "min_outside": MIN_OUTSIDE,
+    "in_execute": IN_EXECUTE,
+    "payload_outside": PAYLOAD_OUTSIDE,
+    "in_token_loop": IN_TOKEN_LOOP,
+}
 LOOPS = {
     "tile_loop": "loop t in [0..3]:",
     "nested": "loop u in [0..1]:",
     "raisable": "loop t in [0..3]:",
+    "min_outside": "loop t in [0..3]:",
+    "in_execute": "loop t in [0..3]:",
+    "payload_outside": "loop t in [0..3]:",
+    "in_token_loop": "loop t in [0..3]:",
 }
 """The NEM loop each case's innermost tile loop becomes."""
 
@@ -186,17 +296,40 @@ def test_the_conversion_reads_the_decision_taken_before_the_fold() -> None:
     assert redecided != new
 
 
-def test_an_async_payloads_arithmetic_keeps_addi_and_subi_in_the_table() -> None:
-    """What still reaches the conversion's `arith.addi`: arithmetic on an
-    index the fold does not evaluate (an async payload).  So the table keeps
-    its 75 entries (D-LOW-AFFINE): without them this lowers to `unsupported
-    operation`."""
+_no_fold = before(FoldIndexArithPass, HANDLERS)
+"""`lower-to-nem`'s steps without the fold (the conversion's handler evaluates all)."""
+
+
+def test_an_async_payloads_arithmetic_is_folded() -> None:
+    """Arithmetic on an async payload (an await's result, an execute's body
+    argument) becomes applies: the conversion binds the payload before any
+    user (or rejects at the await or execute), so it is a leaf like a loop
+    variable; the output is the one without the fold, and a table without
+    `arith.addi`/`subi` lowers the same."""
+    prepared = _prepared(ASYNC_PAYLOAD)
+    assert not re.search(r"arith\.(addi|subi)", prepared)
+    assert "affine.apply affine_map<(d0) -> ((d0 + -4))> (%b)" in prepared
+    new = lower(ASYNC_PAYLOAD, "main")
+    assert new[0] is not None and "src=region(x, 32, 16)" in new[0]
+    assert "src=region(x, 0, 16)" in new[0]
+    assert new == lower(ASYNC_PAYLOAD, "main", _no_fold)
+    assert new == lower(ASYNC_PAYLOAD, "main", _no_add_sub)
+
+
+def test_a_loop_the_walk_does_not_follow_keeps_addi_and_subi_in_the_table() -> None:
+    """What still reaches the conversion's `arith.addi`: the body of a tile
+    loop the walk leaves undecided, here in a loop that may be peeled.  So
+    the table keeps its 75 entries (D-LOW-AFFINE): without them the peeling
+    fails on `unsupported operation`."""
     assert len(HANDLERS) == 75 and {arith.AddiOp, arith.SubiOp} <= set(HANDLERS)
-    assert "arith.addi %w, %c4" in _prepared(ASYNC_PAYLOAD)
-    nem, _ = lower(ASYNC_PAYLOAD, "main")
-    assert nem is not None and "src=region(x, 32, 16)" in nem
-    error = lower(ASYNC_PAYLOAD, "main", _no_add_sub)[1][0][1]
-    assert error == "cannot lower 'arith.addi': unsupported operation"
+    prepared = _prepared(PEELED)
+    assert prepared.count(f"{{{TILE_LOOP}}}") == 1  # the peeled loop, not the one inside
+    assert "arith.addi %t, %T" in prepared
+    new = lower(PEELED, "main")
+    assert new[0] is not None and "loop t in [0..1]:" in new[0]
+    assert new == lower(PEELED, "main", _before)
+    error = lower(PEELED, "main", _no_add_sub)[1][0][1]
+    assert error.endswith("fails: 'arith.addi': unsupported operation")
 
 
 @pytest.mark.parametrize(

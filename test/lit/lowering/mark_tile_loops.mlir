@@ -1,7 +1,8 @@
 // nem-mark-tile-loops (D-LOW-TILES, D-LOW-AFFINE): the loops the conversion keeps as NEM loops around
 // raised tiles are marked nem_lowering.tile_loop, decided on their bodies as written, before
 // nem-fold-index-arith, which then folds their index arithmetic too; the conversion reads the mark. A
-// loop whose decision needs what the walk does not evaluate is left unmarked (and unfolded) to it.
+// loop the walk does not follow (or whose decision needs what it does not evaluate) is left
+// unmarked (and unfolded) to it.
 // RUN: nem-opt %s --split-input-file -p 'nem-mark-tile-loops,nem-fold-index-arith' | filecheck %s
 // RUN: nem-opt %s --split-input-file -p 'lower-to-nem{device=npm_pro_x1}' -t nem | filecheck %s --check-prefix=NEM
 
@@ -97,22 +98,81 @@ func.func @nest(%A: memref<4x8xf32>, %B: memref<4x8xf32>) {
 
 // -----
 
-// A loop using an index value the walk does not evaluate (a min): left
-// unmarked, its arith as written, for the conversion to decide (a tile loop).
-// CHECK-LABEL: func.func @undecided(
-// CHECK-NOT:    nem_lowering.tile_loop
-// CHECK:          %o = arith.addi %t, %m : index
-// CHECK-NOT:    nem_lowering.tile_loop
-// CHECK:        func.return
-// NEM-LABEL:  program undecided:
+// A tile loop using an affine.min from outside, which the walk evaluates as
+// the conversion does (session 32): marked, its arith folded.
+// CHECK-LABEL: func.func @min_outside(
+// CHECK:          %o = affine.apply affine_map<(d0, d1) -> ((d0 + d1))> (%t, %m)
+// CHECK:        } {nem_lowering.tile_loop}
+// NEM-LABEL:  program min_outside:
 // NEM:        loop t in [0..3]:
-func.func @undecided(%A: memref<32xf32>, %B: memref<32xf32>) {
+func.func @min_outside(%A: memref<32xf32>, %B: memref<32xf32>) {
   %m = affine.min affine_map<() -> (8, 16)>()
   affine.for %t = 0 to 32 step 8 {
     %o = arith.addi %t, %m : index
     affine.for %i = 0 to 8 {
       %a = affine.load %A[31 - %i] : memref<32xf32>
       affine.store %a, %B[%o + %i - %t - 8] : memref<32xf32>
+    }
+  }
+  return
+}
+
+// -----
+
+// A tile loop in an async.execute body (lowered in place), its offset an
+// async payload awaited outside: marked, its arith folded, the payload a
+// leaf of the map like a loop variable.
+// CHECK-LABEL: func.func @async_payload(
+// CHECK:          %o = affine.apply affine_map<(d0, d1) -> ((d0 + d1))> (%t, %w)
+// CHECK:        } {nem_lowering.tile_loop}
+// NEM-LABEL:  program async_payload:
+// NEM:        loop t in [0..3]:
+// NEM-NEXT:     compute1 = compute.async {{.*}} index_args=[t * 8 + 8, t * 8]
+func.func @async_payload(%A: memref<64xf32>, %B: memref<64xf32>) {
+  %c8 = arith.constant 8 : index
+  %tok, %v = async.execute -> !async.value<index> {
+    async.yield %c8 : index
+  }
+  %tok2 = async.execute [%tok] {
+    %w = async.await %v : !async.value<index>
+    affine.for %t = 0 to 32 step 8 {
+      %o = arith.addi %t, %w : index
+      affine.for %i = 0 to 8 {
+        %a = affine.load %A[31 - %i] : memref<64xf32>
+        affine.store %a, %B[%o + %i - %t] : memref<64xf32>
+      }
+    }
+    async.yield
+  }
+  async.await %tok2 : !async.token
+  return
+}
+
+// -----
+
+// A tile loop in a loop that may be peeled (its last tile is partial): the
+// conversion lowers the body once per copy, which the walk does not follow;
+// left unmarked, its arith as written, for the conversion to decide.
+// CHECK-LABEL: func.func @undecided(
+// CHECK:          affine.for %t = 0 to min
+// CHECK-NEXT:       %o = arith.addi %t, %T : index
+// CHECK-NEXT:       affine.for %i = 0 to 8 {
+// CHECK-NEXT:         affine.load
+// CHECK-NEXT:         affine.store
+// CHECK-NEXT:       }{{$}}
+// CHECK-NEXT:     }{{$}}
+// CHECK-NEXT:   } {nem_lowering.tile_loop}
+// NEM-LABEL:  program undecided:
+// NEM:        loop T in [0..1]:
+// NEM:          loop t in [0..1]:
+func.func @undecided(%A: memref<48xf32>, %B: memref<48xf32>) {
+  affine.for %T = 0 to 40 step 16 {
+    affine.for %t = 0 to min affine_map<(d0) -> (16, -d0 + 40)>(%T) step 8 {
+      %o = arith.addi %t, %T : index
+      affine.for %i = 0 to 8 {
+        %a = affine.load %A[47 - %i - %T - %t] : memref<48xf32>
+        affine.store %a, %B[%o + %i] : memref<48xf32>
+      }
     }
   }
   return

@@ -19,10 +19,12 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
 from nem.dialect.diagnostics import NemDiagnosticError
+from nem.frontends.upstream_dialects import async_dialect as asy
+from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
 from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.escape import LINALG_OPS
-from nem.passes.lowering.index_ops import INDEX_BINOPS, index_binop
+from nem.passes.lowering.index_ops import INDEX_BINOPS, index_binop, minmax_value
 from nem.passes.lowering.loops import MapEvaluator, loop_bounds
 from nem.passes.lowering.memref_roots import MemrefRoots
 from nem.passes.lowering.peeled_loops import PeeledLoops
@@ -69,20 +71,28 @@ class ConversionWalk:
     (`is_structural`, `tile_loop`), each loop variable bound to
     `lb + v * step` as `loops.lower_loop` binds it (a `Var` over the loop's
     trip count), index constants and `affine.apply` as `index_ops` binds
-    them, and with `index_arith` its `arith` index arithmetic
-    (`index_ops.index_binop`).  `tile_loops` holds `tile_loop`'s answer for each loop it
+    them.  `tile_loops` holds `tile_loop`'s answer for each loop it
     decided; `decide` is called on each loop nest (a loop it is not) and
     linalg op.  A loop whose body the conversion lowers other than once
     per iteration on those values is not entered: one that may be peeled
     (`PeeledLoops`), a re-rolled pipeline (`nem.max_in_flight`), one that
     carries values; nor is any other region (`scf`, `affine.if`, `async`).
-    A value the walk does not evaluate (`arith` index arithmetic without
-    `index_arith`, a min/max, an async payload) leaves the loops and nests that use it to the
-    conversion, and so does a decision that reads a view's box."""
 
-    def __init__(self, fn: func.FuncOp, index_arith: bool = False) -> None:
+    With `all_index_values` (`nem-mark-tile-loops`), the walk binds every
+    index value the conversion binds in those scopes: `arith` index
+    arithmetic (`index_ops.index_binop`), `affine.min`/`max`
+    (`index_ops.minmax_value`), async `index` payloads (`async_ops`); and
+    it follows the conversion into the scopes it lowers in place besides:
+    `async.execute` bodies, the bodies of loops carrying only tokens
+    (`loops.carried_tokens`).  `nem-outline-kernels` walks without (its
+    decisions as session 31 took them).
+
+    A value the walk does not evaluate leaves the loops and nests that use
+    it to the conversion, and so does a decision that reads a view's box."""
+
+    def __init__(self, fn: func.FuncOp, all_index_values: bool = False) -> None:
         self.fn = fn
-        self.index_arith = index_arith
+        self.all_index_values = all_index_values
         self.tile_loops: dict[affine.ForOp, bool] = {}
         self._order = count()
         self._block(fn.body.block, {})
@@ -109,14 +119,27 @@ class ConversionWalk:
             elif isinstance(o, affine.ApplyOp):
                 with suppress(_Unknown, NemDiagnosticError):
                     env[o.result] = _evaluate(env)(o, o.map.data, tuple(o.mapOperands))[0]
-            elif self.index_arith and isinstance(o, INDEX_BINOPS):
-                if isinstance(o.results[0].type, IndexType) and all(v in env for v in o.operands):
-                    with suppress(NemDiagnosticError):
-                        env[o.results[0]] = index_binop(o, *(env[v] for v in o.operands))
             elif isinstance(o, affine.ForOp):
                 self._loop(o, env)
             elif isinstance(o, LINALG_OPS):
                 self.decide(o, env)
+            elif self.all_index_values:
+                self._index_value(o, env)
+
+    def _index_value(self, o: Operation, env: dict[SSAValue, Aff]) -> None:
+        """The index values `all_index_values` adds, as the conversion's
+        handlers bind them (none where they reject)."""
+        if isinstance(o, INDEX_BINOPS):
+            if isinstance(o.results[0].type, IndexType) and all(v in env for v in o.operands):
+                with suppress(NemDiagnosticError):
+                    env[o.results[0]] = index_binop(o, *(env[v] for v in o.operands))
+        elif isinstance(o, affine.MinOp | AffineMaxOp):
+            with suppress(_Unknown, NemDiagnosticError):
+                env[o.results[0]] = minmax_value(o, _evaluate(env))
+        elif isinstance(o, asy.ExecuteOp):
+            self._execute(o, env)
+        elif isinstance(o, asy.AwaitOp) and o.result is not None:
+            _payload(env, o.operand, o.result)
 
     def _loop(self, loop: affine.ForOp, env: dict[SSAValue, Aff]) -> None:
         """`loops.lower_for`'s choice: a NEM loop (entered), a nest (decided)."""
@@ -133,9 +156,29 @@ class ConversionWalk:
             return self._enter(loop, env)
         self.decide(loop, env)
 
+    def _execute(self, op: asy.ExecuteOp, env: dict[SSAValue, Aff]) -> None:
+        """`async_ops.lower_execute`: the body in place, its arguments and
+        results the `index` payloads they carry."""
+        body = op.body_region.block
+        for v, arg in zip(op.body_operands, body.args):
+            _payload(env, v, arg)
+        self._block(body, env)
+        yielded = body.last_op
+        for r, v in zip(op.body_results, yielded.operands if yielded is not None else ()):
+            _payload(env, v, r)
+
+    def _carries_no_index_value(self, loop: affine.ForOp) -> bool:
+        """Whether `loop` carries nothing, or (with `all_index_values`) only
+        `!async.token`s, which stand for completed work and bind no index
+        value (`loops.carried_tokens`; a loop carrying anything else is
+        rejected or a nest)."""
+        if self.all_index_values:
+            return all(isinstance(r.type, asy.TokenType) for r in loop.results)
+        return not loop.results
+
     def _enter(self, loop: affine.ForOp, env: dict[SSAValue, Aff]) -> None:
         """The body of a NEM loop, once, with the loop's variable."""
-        if loop.results or self.peeled.may_peel(loop):
+        if not self._carries_no_index_value(loop) or self.peeled.may_peel(loop):
             return
         try:
             if is_rerolled(loop):
@@ -149,6 +192,14 @@ class ConversionWalk:
         iv = loop.body.block.args[0]
         env[iv] = lb + Aff.atom(Var(iv, f"{VAR}{order}", trip, order)).scale(step)
         self._block(loop.body.block, env)
+
+
+def _payload(env: dict[SSAValue, Aff], v: SSAValue, to: SSAValue) -> None:
+    """`to` carries `v`'s index value, as `async_ops` binds a payload (an
+    execute's result, body argument, an await's result; a memref's view is
+    no index value)."""
+    if v in env:
+        env[to] = env[v]
 
 
 def _evaluate(env: dict[SSAValue, Aff]) -> MapEvaluator:

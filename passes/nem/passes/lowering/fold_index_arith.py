@@ -30,8 +30,9 @@ constants and of variables of loops starting at a non-negative constant),
 and `arith` on other types.  The handler still evaluates those it can
 prove affine with the loops' ranges (a variable of a one-iteration loop is
 0).  An op is rewritten only when every operand of its map is one the
-conversion evaluates (a loop variable, the result of index arithmetic):
-else the conversion rejects it, at the op, as before.
+conversion evaluates (a loop variable, the result of index arithmetic,
+an async `index` payload, which it binds before any user or rejects at
+its await or execute): else the conversion rejects it, at the op, as before.
 
 Ops in an outlined kernel or a pure loop nest are not rewritten (as
 `nem-rewrite-views`): their kernels, or the nest's raising, read them.
@@ -55,6 +56,7 @@ from xdsl.ir.affine import AffineConstantExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 
+from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
 from nem.passes.lowering.affine_algebra import Aff, Dim, eval_affine_expr
 from nem.passes.lowering.prepare import entry_function
@@ -76,6 +78,7 @@ _ARITH: tuple[type[Operation], ...] = (arith.AddiOp, arith.SubiOp, arith.MuliOp,
 """The `arith` index ops rewritten when affine."""
 _EVALUATED: tuple[type[Operation], ...] = (
     arith.ConstantOp,
+    asy.AwaitOp,
     affine.ApplyOp,
     affine.MinOp,
     AffineMaxOp,
@@ -86,9 +89,12 @@ _EVALUATED: tuple[type[Operation], ...] = (
 
 def _evaluated(v: SSAValue) -> bool:
     """Whether the conversion evaluates `v` where it lowers its users: a
-    loop variable or index arithmetic (rejected there if not affine)."""
+    loop variable, index arithmetic (rejected there if not affine), or an
+    async `index` payload (an await's result, an execute's body argument),
+    which `async_ops` binds to the yielded value or rejects, at the await or
+    execute, before any user."""
     if isinstance(v, BlockArgument):
-        return isinstance(v.block.parent_op(), affine.ForOp)
+        return isinstance(v.block.parent_op(), affine.ForOp | asy.ExecuteOp)
     return isinstance(v.owner, _EVALUATED)
 
 

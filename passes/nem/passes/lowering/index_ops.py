@@ -17,6 +17,7 @@ from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.partial_tiles import minmax_map
 
 if TYPE_CHECKING:
+    from nem.passes.lowering.loops import MapEvaluator
     from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
@@ -46,8 +47,9 @@ def lower_constant(lw: Lowering, op: arith.ConstantOp, st: BlockState) -> None:
 def lower_index_binop(lw: Lowering, op: Operation, st: BlockState) -> None:
     """`arith` integer arithmetic on `index` values (affine or rejected):
     what `nem-fold-index-arith` left (D-LOW-AFFINE): a product or division
-    the loops' ranges make affine, arithmetic on an async payload, the body
-    of a loop `nem-mark-tile-loops` did not decide, or what is not affine."""
+    the loops' ranges (or a payload's value) make affine, the body of a
+    loop `nem-mark-tile-loops` did not decide (one in a loop that may be
+    peeled, a re-rolled pipeline), or what is not affine."""
     if not isinstance(op.results[0].type, IndexType):
         raise reject(op, "unsupported operation")
     ctx = lw.ctx
@@ -86,8 +88,15 @@ def lower_minmax(lw: Lowering, op: Operation, st: BlockState) -> None:
     """`affine.min`/`max`: the candidate that wins for every value of the
     enclosing loop variables; a partial tile is peeled by the enclosing
     loop's handler (D-LOW-PEEL) before this is reached."""
-    vals = lw.ctx.affine(op, minmax_map(op), tuple(op.operands))
-    r = pick_minmax(vals, op.name == "affine.min")
+    lw.ctx.env[op.results[0]] = minmax_value(op, lw.ctx.affine)
+
+
+def minmax_value(op: Operation, evaluate: MapEvaluator) -> Aff:
+    """The value of `affine.min`/`max` `op`, its candidates evaluated by
+    `evaluate`; rejected at `op` when none wins for every value of the loop
+    variables.  The conversion's handler, and `nem-mark-tile-loops`' walk
+    ahead of it."""
+    r = pick_minmax(evaluate(op, minmax_map(op), tuple(op.operands)), op.name == "affine.min")
     if r is None:
         raise reject(
             op,
@@ -95,7 +104,7 @@ def lower_minmax(lw: Lowering, op: Operation, st: BlockState) -> None:
             "(a partial tile); NEM shapes are static",
             "choose tile sizes that divide the iteration space",
         )
-    lw.ctx.env[op.results[0]] = r
+    return r
 
 
 HANDLERS: dict[type[Operation], Handler] = {

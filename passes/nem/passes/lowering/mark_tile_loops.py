@@ -12,17 +12,18 @@ arithmetic that `match_nest` cannot raise as a whole (an offset that
 `arith.addi` computes, which it does not evaluate) is a tile loop, and the
 same body with that offset an `affine.apply` may be raisable.  So it is
 taken here, on the body before the fold, by the conversion's walk
-(`ConversionWalk`: its index values, `arith` index arithmetic evaluated
-as its handler does, `MemrefRoots`' buffers) and kept in
-the IR, as `nem-drop-token-awaits` keeps `nem_lowering.structural`.
+(`ConversionWalk` with `all_index_values`: every index value the
+conversion binds, `arith` index arithmetic and min/max evaluated as its
+handlers do, async payloads; `async.execute` bodies and loops carrying
+only tokens followed as it lowers them; `MemrefRoots`' buffers) and kept
+in the IR, as `nem-drop-token-awaits` keeps `nem_lowering.structural`.
 
 A loop the walk does not decide (one it does not reach: in a loop that
-may be peeled, a re-rolled pipeline, a loop carrying values, an `scf`,
-`affine.if` or `async` region; one using an index value it does not
-evaluate, a min/max or an async payload; one whose decision reads a
-view's box) stays unmarked: the conversion decides
-it as before, and the fold leaves its body as written (`LoweredOneByOne`),
-so it decides on what it always did.
+may be peeled, a re-rolled pipeline, a loop carrying other values, an
+`scf` or `affine.if` region; one using an index value it does not
+evaluate; one whose decision reads a view's box) stays unmarked: the
+conversion decides it as before, and the fold leaves its body as written
+(`LoweredOneByOne`), so it decides on what it always did.
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ class MarkTileLoopsPass(ModulePass):
     entry: str | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        # with the conversion's `arith` index arithmetic: the fold rewrites
-        # the body of a tile loop it marks, not of a loop it leaves undecided
-        decided = ConversionWalk(entry_function(op, self.entry), index_arith=True).tile_loops
+        # with all the conversion's index values: the fold rewrites the body
+        # of a tile loop it marks, not of a loop it leaves undecided
+        decided = ConversionWalk(entry_function(op, self.entry), all_index_values=True).tile_loops
         for loop, kept in decided.items():
             if kept:
                 loop.attributes[TILE_LOOP] = UnitAttr()
