@@ -67,8 +67,10 @@ def test_ctrl_c_while_loading_prints_no_traceback(tool, tmp_path):
     (tmp_path / "p.nem").write_text("buffer B : L1 (size=8)\n")
     (tmp_path / "p.mlir").write_text(ADD)
     source = tmp_path / ("p.mlir" if tool == "nem-compile" else "p.nem")
+    written = tmp_path / "out.nem"
     for delay in (0.3, 0.6):
-        out = [] if tool == "nem-run" else ["-o", str(tmp_path / "out.nem")]
+        written.unlink(missing_ok=True)
+        out = [] if tool == "nem-run" else ["-o", str(written)]
         p = subprocess.Popen(
             [str(exe), str(source), *out],
             stdout=subprocess.DEVNULL,
@@ -79,6 +81,11 @@ def test_ctrl_c_while_loading_prints_no_traceback(tool, tmp_path):
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
         err = p.communicate(timeout=60)[1]
+        if p.returncode == -signal.SIGINT:
+            # The tool had finished: the interpreter's shut-down restores the
+            # default handler before the process ends (CI, session 32).
+            assert err == "" and (tool == "nem-run" or written.exists()), err
+            continue
         assert "Traceback" not in err and p.returncode in (0, 1, 130), err
         if p.returncode == 130:
             assert err == f"{tool}: interrupted\n"
