@@ -110,7 +110,10 @@ def test_bands_are_bit_identical_and_run_at_once():
     """A 3x3 conv (16x16, 64 to 64 channels, one engine, tiles of 4x8 pixels
     and 16 output channels: bands of 2 rows of the same shape, each with a
     scratch of its own): the same bits as one convolution per tile,
-    race-free, in fewer timed cycles."""
+    race-free, in fewer timed cycles (under 0.98x: 21,488 -> 20,944; 0.97x
+    before session 32, when the tile copies of the program without bands,
+    under 16 KiB in loops of few runs, stayed whole on one DMA: 24,048,
+    D-NEM-SPLIT-TRANSFERS)."""
     model = conv3x3_model(16, 64, 64)
     opts = {"device": "npm_pro_x1", "engines": 1, "tile_sizes": (1, 4, 8, 16)}
     new = compile_onnx(model, split_units=True, **opts)
@@ -124,7 +127,7 @@ def test_bands_are_bit_identical_and_run_at_once():
     assert np.array_equal(
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
-    assert timed_cycles(new.nem) < 0.97 * timed_cycles(old.nem)
+    assert timed_cycles(new.nem) < 0.98 * timed_cycles(old.nem)
 
 
 def _band_outputs(nem: str) -> list[tuple[str, str, int]]:

@@ -23,7 +23,8 @@ from nem.frontends.nem_text.printer import print_nem
 from nem.passes import split_transfers
 from nem.passes.pass_context import pass_context
 from nem.passes.pipeline import VerifyPipelinePass
-from nem.passes.split_transfers import SplitTransfersPass, even_parts, plan_split
+from nem.passes.split_rule import even_parts
+from nem.passes.split_transfers import SplitTransfersPass, plan_split
 
 ROOT = Path(__file__).resolve().parents[2]
 LIT = ROOT / "test" / "lit" / "deps" / "split_transfers.nem"
@@ -64,13 +65,14 @@ def test_a_second_run_changes_nothing(tokens):
 
 def test_small_or_rarely_run_transfers_stay_whole():
     """64 KiB moved 4 times is 256 KiB: under a 1 MiB `min-moved` no transfer
-    touching L1 splits (the copy between DDR buffers does: `min-bytes` only)."""
+    touching L1 splits (the copy between DDR buffers does: `min-bytes` only).
+    `few-runs=1` throughout: 4 runs are few by default (session 32)."""
     text = LIT.read_text()
-    out = _split(text, min_moved=1 << 20, min_once=1 << 20, min_single=1 << 20)
+    out = _split(text, min_moved=1 << 20, min_once=1 << 20, min_single=1 << 20, few_runs=1)
     assert "ld_1" not in out and "st_1" not in out and "pre_1" not in out
     assert out.count("transfer.async") == 2 + 2 + 4 and "dd_4" in out  # ld, st; tr, cp; dd_k
     # ld and st split, pre (64 KiB once) whole: 4 + 4 + 2 + 4
-    once = _split(text, min_moved=1 << 18, min_once=1 << 20, min_single=1 << 20)
+    once = _split(text, min_moved=1 << 18, min_once=1 << 20, min_single=1 << 20, few_runs=1)
     assert once.count("transfer.async") == 14
 
 
@@ -79,21 +81,23 @@ def test_a_transfer_run_once_splits_from_min_single():
     `min-bytes`, 16 KiB) whatever `min-moved` and `min-once` say; so it
     does by default, 64 KiB (it stayed whole under the 256 KiB `min-once`,
     on one DMA), while the loop's 64 KiB copies, 256 KiB over their runs,
-    stay whole under a 1 MiB `min-moved`."""
-    default = _split(LIT.read_text(), min_moved=1 << 20)
+    stay whole under a 1 MiB `min-moved` (`few-runs=1`: by default their
+    loop's 4 runs are few, and they split from `min-few`, session 32)."""
+    default = _split(LIT.read_text(), min_moved=1 << 20, few_runs=1)
     assert "wait(pre_1, pre_2, pre_3, pre_4)" in default
     assert "ld_1" not in default and "st_1" not in default
-    assert "pre_1" not in _split(LIT.read_text(), min_moved=1 << 20, min_single=1 << 17)
+    assert "pre_1" not in _split(LIT.read_text(), min_moved=1 << 20, min_single=1 << 17, few_runs=1)
 
 
 def test_a_transfer_in_a_loop_spanning_min_once_splits():
     """A transfer spanning `min-once` splits in a loop too, however few its
     runs: the loop's 64 KiB copies, 256 KiB over their runs, split under a
     1 GiB `min-moved` when `min-once` is 64 KiB (they stayed whole when
-    `min-once` applied only to transfers in no loop)."""
-    out = _split(LIT.read_text(), min_moved=1 << 30, min_once=1 << 16)
+    `min-once` applied only to transfers in no loop; `few-runs=1`: 4 runs
+    are few by default, session 32)."""
+    out = _split(LIT.read_text(), min_moved=1 << 30, min_once=1 << 16, few_runs=1)
     assert "deps=[ld_1, ld_2, ld_3, ld_4]" in out and "wait(st_1, st_2, st_3, st_4)" in out
-    assert "ld_1" not in _split(LIT.read_text(), min_moved=1 << 30, min_once=1 << 17)
+    assert "ld_1" not in _split(LIT.read_text(), min_moved=1 << 30, min_once=1 << 17, few_runs=1)
 
 
 WEIGHTS_AND_LOOP = """device "npm_pro_x1.nem"
@@ -600,6 +604,57 @@ def test_copies_in_a_loop_of_two_trips_split_from_min_single():
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < 0.9 * timed_cycles(old.nem)
+    assert _split(new.nem) == new.nem
+
+
+def _grouped_1x1_relu_model(hw: int, c: int, groups: int):
+    """A grouped 1x1 convolution with bias and a Relu, `c` to `c` channels in
+    `groups` groups over `hw` x `hw` pixels, seeded random weights."""
+    from compile_runs import typed_model
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.uniform(-1, 1, (c, c // groups, 1, 1)).astype(np.float32)
+    b = rng.uniform(-1, 1, (c,)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", group=groups),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    shape = [1, c, hw, hw]
+    return typed_model(
+        nodes,
+        [("x", TensorProto.FLOAT, shape)],
+        [("y", TensorProto.FLOAT, shape)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+
+
+@pytest.mark.slow  # a compile and three runs of a grouped conv
+def test_row_tiles_in_a_loop_of_few_trips_split_from_min_few():
+    """ShuffleNet's grouped 1x1 convolution of 136 channels (4 groups) at
+    28x28 (session 32): each engine part is a loop of 7 one-row tiles whose
+    input and output copies span 15,232 bytes, under `min-bytes` (16 KiB)
+    and 106,624 over the loop's runs, under `min-moved`: each stayed whole
+    on one DMA of four.  Run at most `few-runs` (8) times, they split from
+    `min-few` (8 KiB): the same output bits under random schedules, in
+    under 0.85x the cycles (the rule before: `few-runs=2`, `min-few` =
+    `min-single`)."""
+    pytest.importorskip("mlir.ir")
+    from compile_runs import only_output, timed_cycles
+
+    from nem.compile import compile_onnx
+
+    model = _grouped_1x1_relu_model(28, 136, 4)
+    whole = compile_onnx(model, device="npm_pro_x1", split_transfers=False)
+    tile = "(arg4_v3 mod 2) * 15232, 15232) elem=f32, shape=[1, 1, 28, 4, 34]"
+    assert "loop arg4_v3 in [0..6]" in whole.nem and tile in whole.nem
+    old = dataclasses.replace(whole, nem=_split(whole.nem, few_runs=2, min_few=16384))
+    new = dataclasses.replace(whole, nem=_split(whole.nem))
+    assert tile in old.nem and tile not in new.nem
+    assert np.array_equal(
+        only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
+    )
+    assert timed_cycles(new.nem) < 0.85 * timed_cycles(old.nem)
     assert _split(new.nem) == new.nem
 
 

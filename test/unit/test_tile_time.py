@@ -21,7 +21,7 @@ from mlir import ir  # noqa: E402
 
 from nem.compile import tile_cost, tile_time, tiling  # noqa: E402
 from nem.dialect.semantics.transfers import moved_count  # noqa: E402
-from nem.passes import split_transfers  # noqa: E402
+from nem.passes import split_rule  # noqa: E402
 
 BUDGET = 512 * 1024  # npm_pro_x1's L1 halved for double buffering
 DMAS = 4  # npm_pro_x1's DMAs per engine
@@ -277,7 +277,7 @@ def test_a_copy_is_priced_over_the_dmas_it_splits_over():
     small = 20_480
     tile = tile_time.Box(np.array([small]), np.array([small]), np.array([16]))
     looped = [(tile, np.array([True]))]
-    trips = -(-split_transfers.MIN_MOVED // small)  # the runs that move min-moved
+    trips = -(-split_rule.MIN_MOVED // small)  # the runs that move min-moved
     assert est([[1]], [trips - 1], looped, True) == est([[1]], [trips - 1], looped, False)
     assert est([[1]], [trips], looped, True) < est([[1]], [trips], looped, False)
 

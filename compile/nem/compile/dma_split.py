@@ -34,7 +34,7 @@ from mlir import ir
 from mlir.dialects import memref
 
 from nem.compile.target import FAST_SPACE
-from nem.passes.split_transfers import even_parts
+from nem.passes.split_rule import even_parts
 
 MIN_BYTES = 16384
 """Copies in a tile loop spanning fewer bytes than this stay whole."""

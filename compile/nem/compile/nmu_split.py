@@ -39,7 +39,7 @@ from mlir.dialects import memref
 
 from nem.compile.dma_split import in_loop
 from nem.compile.target import FAST_SPACE
-from nem.passes.split_transfers import even_parts
+from nem.passes.split_rule import even_parts
 
 MIN_MACS = 1 << 18
 """Convolutions with fewer multiply-accumulates stay whole (a task's fixed

@@ -29,7 +29,7 @@ a read box's copy placed at the innermost tiled loop its box depends on,
 and each copy split as `nem-split-transfers` will split it on the final
 program (D-NEM-SPLIT-TRANSFERS; session 23): a box spanning `span(b)` bytes
 in the array it is cut from, run `runs` times (the trips of the tiled loops
-at or outside its loop), becomes k = `split_transfers.slice_count(span,
+at or outside its loop), becomes k = `split_rule.slice_count(span,
 rows, D, least_span(runs))` slices along its outermost dimension larger
 than 1 (`rows` long) over the engine's D DMAs (the pass's own functions:
 one home for the rule; but a copy run twice, which the pass splits from
@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nem.passes.split_transfers import least_span, slice_count
+from nem.passes.split_rule import least_span, slice_count
 
 DMA_BYTES, DMA_LATENCY = 32, 4
 NMU_MACS, NMU_LATENCY = 1024, 2
@@ -83,7 +83,7 @@ class Box:
 
 def _copy(box: Box, runs: np.ndarray, dmas: int) -> tuple[np.ndarray, np.ndarray]:
     """(cycles, DMA work) of a copy run `runs` times: `nem-split-transfers`'
-    slices (`split_transfers.least_span`, `slice_count`: one home for the
+    slices (`split_rule.least_span`, `slice_count`: one home for the
     rule) over `dmas` DMAs, the largest slice's `ceil(bytes / 32) + 4` while
     the others run beside it, and the DMA cycles of all slices (each pays the
     latency).  Whole where `dmas` is 1 or the box gives no span or rows."""

@@ -13,8 +13,9 @@ side: a size measure of the box, not its cost, D-RT-COST), and at least `min-mov
 all its runs (times its loops' trip counts), or `min-once` on each run (in a
 loop or not: such a copy costs its DMA as long as one made once, and there
 are few), or in no loop `min-single` (a small layer's weights staged once
-before its tile loop; in loops of at most `few-runs` runs too, a small
-layer's row tiles), becomes k transfers of
+before its tile loop), or in loops run at most `few-runs` times in all
+`min-few` (a small layer's row tiles, each copy on one DMA of four while
+the others idled), becomes k transfers of
 disjoint slices along the outermost dimension larger than 1 (k = min(DMAs
 per engine, that dimension, span / `min-piece`), `even_parts`; a dimension
 shorter than the DMAs first merged with the contiguous ones inside it,
@@ -79,7 +80,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
 
-import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
@@ -111,91 +111,19 @@ from nem.dialect.ops import (
     programs,
 )
 from nem.passes.forward_fills import declared_names
-
-Num = int | np.ndarray
-"""A byte or trip count, or an array of them (one per tile-size candidate)."""
-
-MIN_BYTES = 16384
-"""Transfers spanning fewer bytes than this stay whole (D-COMPILE-DMA-SPLIT's
-threshold for copies in tile loops)."""
-MIN_MOVED = 256 << 10
-"""Transfers that span fewer bytes than this over all their runs (their span
-times their loops' trip counts) stay whole: each slice is one more task for
-`nem-verify`'s analyses on the final program (the compile's time), and the
-cycles a split saves grow with the bytes it moves.  256 KiB since session 23
-(8 MiB before), when D-COMPILE-TILE-TIME's estimate learned the split."""
-MIN_ONCE = 262144
-"""A transfer splits from this span on, whatever it moves over its runs (not
-`min-moved`): a weight slice staged per tile takes as long on every run as
-one staged once.  Smaller ones in loops are many in a DenseNet."""
-MIN_SINGLE = MIN_BYTES
-"""A transfer that runs once (in no loop) splits from this span on: a small
-layer's weights or input staged before its tile loop (30-150 KB on one DMA)
-sit on the path to its first tile."""
-FEW_RUNS = 2
-"""A transfer run at most this many times (its loops' trip counts
-multiplied) splits from `min-single`, as one run once: ShuffleNet's 14x14
-depthwise row tiles, two per engine part, copied whole on one DMA (52 KB,
-1,636 of a tile's 2,168 cycles).  The pass's rule only: D-COMPILE-TILE-TIME's
-estimate prices them as `least_span`'s default does (priced split, it moved
-ResNet-50's n54, n64 and n74 to tiles re-reading their weights, +2,564
-cycles each; D-NEM-SPLIT-TRANSFERS, session 30)."""
-MIN_PIECE = 4096
-"""No slice smaller than this (bytes): a transfer's fixed latency stays small
-beside its bytes."""
-RETIRE_BELOW = MIN_ONCE
-"""A transfer moving fewer bytes than this whose token a loop consumes from
-outside is waited for before the loop (`retire_held`) instead of held live
-across it: a padded buffer's border fill, done long before the loop's first
-tile needs it, and (session 25; `min-bytes` before) a layer's weights staged
-before its tile loop, which the first tile waits for anyway: held, their
-slices' tokens were the loop's, and DenseNet-121's 64-245 KB weights stayed
-whole on one DMA.  From `min-once` on, a transfer made once holds its
-slices' tokens across the loop instead (`reserved`)."""
-
-
-def least_span(
-    runs: Num,
-    min_bytes: int = MIN_BYTES,
-    min_moved: int = MIN_MOVED,
-    min_once: int = MIN_ONCE,
-    min_single: int = MIN_SINGLE,
-    few: int = 1,
-) -> np.ndarray:
-    """The span (bytes) from which a transfer between L1 and DDR/L2 that runs
-    `runs` times (its loops' trip counts multiplied) splits: `min-single` in
-    no loop, or run at most `few` times (the pass: `few-runs`); in a loop
-    `min-moved` over its runs, or `min-once` on each (it moves that on
-    every run, whatever the trip counts); never under `min-bytes`.
-    Elementwise on arrays: D-COMPILE-TILE-TIME's estimate prices its
-    candidates' copies by this rule (`nem.compile.tile_time`), `few` left
-    at 1: only the pass splits from `min-single` what runs twice."""
-    looped = np.minimum(min_once, -(-min_moved // np.maximum(runs, 1)))
-    return np.maximum(min_bytes, np.where(np.less_equal(runs, few), min_single, looped))
-
-
-def slice_count(
-    span: Num, rows: Num, dmas: int, least: Num, min_piece: int = MIN_PIECE
-) -> np.ndarray:
-    """How many slices a transfer spanning `span` bytes, `rows` long along
-    its outermost dimension larger than 1, becomes over `dmas` units: one
-    per unit, no more than its rows, none under `min-piece`; 1 (whole) under
-    `least` or where fewer than two would be made.  Elementwise on arrays,
-    as `least_span`."""
-    k = np.minimum(np.minimum(dmas, rows), span // max(1, min_piece))
-    return np.where(np.greater_equal(span, least) & (k >= 2), k, 1)
-
-
-def even_parts(n: int, k: int) -> list[tuple[int, int]]:
-    """`n` items in `k` consecutive parts as (start, count), the first
-    `n mod k` one larger (a transfer's slices, a convolution's row bands)."""
-    q, r = divmod(n, k)
-    parts, at = [], 0
-    for i in range(k):
-        m = q + (1 if i < r else 0)
-        parts.append((at, m))
-        at += m
-    return parts
+from nem.passes.split_rule import (
+    FEW_RUNS,
+    MIN_BYTES,
+    MIN_FEW,
+    MIN_MOVED,
+    MIN_ONCE,
+    MIN_PIECE,
+    MIN_SINGLE,
+    RETIRE_BELOW,
+    even_parts,
+    least_span,
+    slice_count,
+)
 
 
 def _elem_strides(t: RegionType, shape: Sequence[int]) -> tuple[int, ...] | None:
@@ -431,6 +359,7 @@ class Choice:
     min_single: int = MIN_SINGLE
     retire_below: int = RETIRE_BELOW
     few_runs: int = FEW_RUNS
+    min_few: int = MIN_FEW
     plans: dict[TransferOp, Plan] = field(default_factory=dict)
     ev: Evaluator = field(default_factory=Evaluator)
 
@@ -446,7 +375,13 @@ class Choice:
         counts = live.counts()  # the block's own tokens; its loops' added below
         least = int(
             least_span(
-                runs, self.min_bytes, self.min_moved, self.min_once, self.min_single, self.few_runs
+                runs,
+                self.min_bytes,
+                self.min_moved,
+                self.min_once,
+                self.min_single,
+                self.few_runs,
+                self.min_few,
             )
         )
         sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
@@ -635,6 +570,7 @@ def choose_splits(
     min_single: int = MIN_SINGLE,
     retire_below: int = RETIRE_BELOW,
     few_runs: int = FEW_RUNS,
+    min_few: int = MIN_FEW,
 ) -> dict[TransferOp, Plan]:
     """The transfers of `program` to split, with their plans: as many of the
     splittable ones (`plan_split`) as keep its live tokens within `limit`
@@ -651,6 +587,7 @@ def choose_splits(
         min_single,
         retire_below,
         few_runs,
+        min_few,
     )
     with gc_paused():
         choice.block(program.block, limit)
@@ -746,7 +683,8 @@ class SplitTransfersPass(ModulePass):
       min-moved: the same for the bytes over all its runs (span times its loops' trip counts)
       min-once: transfers spanning this split whatever they move over their runs
       min-single: transfers that run once (in no loop) split from this span on
-      few-runs: so do those run at most this many times (their loops' trip counts multiplied)
+      few-runs: transfers in loops run at most this many times (their loops' trip counts multiplied)
+      min-few: split from this span on, whatever they move
       retire-below: a transfer moving fewer bytes whose token a loop consumes is waited for before it (0: none)
       min-piece: no slice smaller than this (bytes)
       max-tokens: the live-token limit (overrides the device's SEQ.max_active_tokens)
@@ -762,6 +700,7 @@ class SplitTransfersPass(ModulePass):
     min_single: int = MIN_SINGLE
     retire_below: int = RETIRE_BELOW
     few_runs: int = FEW_RUNS
+    min_few: int = MIN_FEW
     min_piece: int = MIN_PIECE
     max_tokens: int | None = None
     include_dirs: tuple[str, ...] = ()
@@ -785,6 +724,7 @@ class SplitTransfersPass(ModulePass):
                 self.min_single,
                 self.retire_below,
                 self.few_runs,
+                self.min_few,
             )
             walker = PatternRewriteWalker(
                 SplitTransfer(plans, Names(prog)), apply_recursively=False
