@@ -720,38 +720,3 @@ def test_the_stems_input_transpose_in_l1_splits_over_the_dmas(monkeypatch):
     a = only_output(new, model, 2)
     assert np.array_equal(a.view(np.uint32), only_output(old, model, 0).view(np.uint32))
     assert timed_cycles(new.nem) < 0.95 * timed_cycles(whole.nem)
-
-
-
-STRIDED_FEW = """device "npm_pro_x1.nem"
-
-program strided:
-
-buffer X : DDR (size=51200, align=64)
-buffer Y : DDR (size=51200, align=64)
-buffer x : L1[0] (size=COPY, align=64)
-
-loop j in [0..1]:
-  ld = transfer.async(dst=region(x, 0, COPY) elem=f32, shape=[32, W], strides=[W, 1], src=region(X, j * 4 * W, SPAN) elem=f32, shape=[32, W], strides=[400, 1])
-  st = transfer.async(dst=region(Y, j * 4 * W, SPAN) elem=f32, shape=[32, W], strides=[400, 1], src=region(x, 0, COPY) elem=f32, shape=[32, W], strides=[W, 1], deps=[ld])
-  wait(st)
-endloop
-"""
-
-
-@pytest.mark.parametrize("width, slices", [(4, 0), (64, 2), (128, 4)])
-def test_a_strided_copy_is_cut_by_the_bytes_it_moves(width, slices):
-    """A copy of `[32, W]` f32 columns out of 400-wide rows, in a loop of 2
-    runs, spans about 49 KiB whatever W but moves 128 * W bytes, and no
-    slice may move under `min-piece` (4 KiB): a partial column tile of
-    W = 4 (512 bytes) stays whole (it was cut into 4 slices of 128 bytes,
-    judged by its span, session 32); 8 KiB makes 2 slices, 16 KiB 4."""
-    span = (31 * 400 + width) * 4
-    text = STRIDED_FEW.replace("COPY", str(128 * width)).replace("SPAN", str(span))
-    text = text.replace("W", str(width))
-    out = _split(text)
-    for name in ("ld", "st"):
-        if slices:
-            assert f"{name}_{slices} = transfer" in out and f"{name}_{slices + 1} " not in out
-        else:
-            assert f"{name}_1" not in out

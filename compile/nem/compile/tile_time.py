@@ -30,7 +30,7 @@ and each copy split as `nem-split-transfers` will split it on the final
 program (D-NEM-SPLIT-TRANSFERS; session 23): a box spanning `span(b)` bytes
 in the array it is cut from, run `runs` times (the trips of the tiled loops
 at or outside its loop), becomes k = `split_rule.slice_count(span,
-bytes(b), rows, D, least_span(runs))` slices along its outermost dimension larger
+rows, D, least_span(runs))` slices along its outermost dimension larger
 than 1 (`rows` long) over the engine's D DMAs (the pass's own functions:
 one home for the rule; but a copy run twice, which the pass splits from
 `min-single` as one made once, `few-runs`, is priced by the rule for loops:
@@ -90,7 +90,7 @@ def _copy(box: Box, runs: np.ndarray, dmas: int) -> tuple[np.ndarray, np.ndarray
     n = box.nbytes
     k = np.ones_like(n)
     if dmas > 1 and box.span is not None and box.rows is not None:
-        k = slice_count(box.span, n, box.rows, dmas, least_span(runs))
+        k = slice_count(box.span, box.rows, dmas, least_span(runs))
     rows = np.ones_like(n) if box.rows is None else np.maximum(box.rows, 1)
     largest = -(-rows // k) * (n // rows)
     return -(-largest // DMA_BYTES) + DMA_LATENCY, -(-n // DMA_BYTES) + k * DMA_LATENCY

@@ -84,18 +84,14 @@ def least_span(
 
 
 def slice_count(
-    span: Num, moved: Num, rows: Num, dmas: int, least: Num, min_piece: int = MIN_PIECE
+    span: Num, rows: Num, dmas: int, least: Num, min_piece: int = MIN_PIECE
 ) -> np.ndarray:
-    """How many slices a transfer spanning `span` bytes and moving `moved`,
-    `rows` long along its outermost dimension larger than 1, becomes over
-    `dmas` units: one per unit, no more than its rows, none moving under
-    `min-piece`; 1 (whole) where the span is under `least` or fewer than two
-    would be made.  The pieces are judged by the bytes they move, not the
-    bytes they span: a strided box spanning 12 KiB that moves 512 bytes (a
-    partial column tile's `[32, 4]` of a 100-wide array) stays whole
-    (D-NEM-SPLIT-TRANSFERS, session 33).  Elementwise on arrays, as
-    `least_span`."""
-    k = np.minimum(np.minimum(dmas, rows), moved // max(1, min_piece))
+    """How many slices a transfer spanning `span` bytes, `rows` long along
+    its outermost dimension larger than 1, becomes over `dmas` units: one
+    per unit, no more than its rows, none under `min-piece`; 1 (whole) under
+    `least` or where fewer than two would be made.  Elementwise on arrays,
+    as `least_span`."""
+    k = np.minimum(np.minimum(dmas, rows), span // max(1, min_piece))
     return np.where(np.greater_equal(span, least) & (k >= 2), k, 1)
 
 

@@ -221,8 +221,7 @@ def plan_split(op: TransferOp, dmas: int, min_bytes: int, min_piece: int) -> Pla
         if side == 0 and inner + 1 > strides[dim]:
             return None  # the slices' writes would share bytes: keep it whole
         span = max(span, ((shape[dim] - 1) * strides[dim] + inner + 1) * eb)
-    moved = math.prod(shape) * eb
-    k = int(slice_count(span, moved, shape[dim], dmas, min_bytes, min_piece))
+    k = int(slice_count(span, shape[dim], dmas, min_bytes, min_piece))
     return Plan(dim, even_parts(shape[dim], k), (ds, ss), eb, tuple(shape)) if k >= 2 else None
 
 
