@@ -167,13 +167,13 @@ def measure(
             "compile_s": round(t3 - t2, 1),
         }
     if tune is not None:
-        from nem.cli.roofline_cli import timed_cycles
+        from nem.cli.roofline_cli import timed_score
         from nem.compile import CompileOptions
         from nem.compile.tune import compile_tuned
 
         t2 = cpu()
         tuned, report = compile_tuned(
-            model, CompileOptions(device=device, origins=per_node), timed_cycles, budget=tune
+            model, CompileOptions(device=device, origins=per_node), timed_score, budget=tune
         )
         t3 = cpu()
         tuned_program: str | bytes = tuned.nem

@@ -15,7 +15,15 @@ pytest.importorskip("onnx")
 
 from nem.compile import compile_onnx  # noqa: E402
 from nem.compile.plan import Plan  # noqa: E402
-from nem.compile.tune import Choice, Space, candidates, same_sums, search  # noqa: E402
+from nem.compile.tune import (  # noqa: E402
+    Choice,
+    Space,
+    Timing,
+    by_gap,
+    candidates,
+    same_sums,
+    search,
+)
 from nem.frontends.onnx import samples  # noqa: E402
 from nem.runtime import NemInterpreter  # noqa: E402
 
@@ -84,6 +92,25 @@ def test_a_failed_candidate_scores_nothing():
     assert (best, cycles) == ([2], 2)
 
 
+def test_the_search_goes_to_the_ops_farthest_above_their_bound_first():
+    """The largest op first in `todo`, but `b` (two ops alike, 300 + 300
+    cycles over their bound) before `a` (500 over) and `c` (none: at its
+    bound); an op not timed (the budget ran out first) or that did not run
+    counts nothing and keeps its place among those."""
+    space = Space([4], [4], [[4, 2, 1]])
+    todo = [
+        (-64, 0, "a#1", "", "a", space),
+        (-32, 1, "b#1", "", "b", space),
+        (-32, 2, "c#1", "", "c", space),
+        (-16, 3, "b#2", "", "b", space),
+        (-8, 4, "d#1", "", "d", space),
+        (-4, 5, "e#1", "", "e", space),
+    ]
+    untuned = {"a": Timing(1500, 1000.0), "b": Timing(400, 100.0), "c": Timing(90, 90.0)}
+    untuned["d"] = None
+    assert [op[2] for op in by_gap(todo, untuned)] == ["b#1", "b#2", "a#1", "c#1", "d#1", "e#1"]
+
+
 # a [1, 8, 8, 16, 3, 3, 8] convolution's loops: four parallel, three reduction
 PARALLEL = [True] * 4 + [False] * 3
 
@@ -113,7 +140,7 @@ def test_an_l1_share_is_searched_chosen_and_keeps_the_outputs_bit_identical():
     under random schedules."""
     from compile_runs import conv1x1_relu_model, only_output
 
-    from nem.cli.roofline_cli import timed_cycles
+    from nem.cli.roofline_cli import timed_score
     from nem.compile import CompileOptions
     from nem.compile.pipeline import Driver
     from nem.compile.tune import op_programs, search_op, space_of
@@ -124,7 +151,7 @@ def test_an_l1_share_is_searched_chosen_and_keeps_the_outputs_bit_identical():
     key, text, _ = next(p for p in op_programs(model, options, driver.device) if "conv_2d" in p[0])
     space = space_of(text, driver.device, options, driver.engines)
     assert space is not None and space.shares == [0.9, 0.81, 0.5]
-    best, cycles, tried = search_op(text, space, options, timed_cycles, 1, 0, FAR)
+    best, cycles, tried = search_op(text, space, options, timed_score, 1, 0, FAR)
     assert best == Choice(share=0.81), tried
     assert cycles is not None and tried[Choice()] is not None and cycles < tried[Choice()]
     plain = compile_onnx(model, device=DEVICE)
@@ -165,13 +192,13 @@ def test_tuned_sizes_retile_their_op_and_keep_the_outputs_bit_identical():
 
 @pytest.mark.slow  # ~30 s alone (each op of the mlp compiled 2-3 times)
 def test_compile_tuned_reports_each_op_and_never_loses_cycles():
-    from nem.cli.roofline_cli import timed_cycles
+    from nem.cli.roofline_cli import timed_score
     from nem.compile import CompileOptions
     from nem.compile.tune import compile_tuned
 
     model = samples.mlp("f32")
     result, report = compile_tuned(
-        model, CompileOptions(device=DEVICE), timed_cycles, budget=1e9, seed=0, trials=2
+        model, CompileOptions(device=DEVICE), timed_score, budget=1e9, seed=0, trials=2
     )
     assert report.nests and not report.budget_reached
     for n in report.nests:

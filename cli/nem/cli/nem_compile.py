@@ -567,13 +567,13 @@ def _run(args: argparse.Namespace) -> int:
     display = _Display(args, stem)
     try:
         if args.tune:
-            from nem.cli.roofline_cli import timed_cycles
+            from nem.cli.roofline_cli import timed_score
             from nem.compile.tune import compile_tuned
 
             result, _ = compile_tuned(
                 src,
                 options,
-                timed_cycles,
+                timed_score,
                 args.tune_budget,
                 args.seed,
                 args.tune_trials,

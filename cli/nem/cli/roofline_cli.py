@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from nem.compile.tune import Timing
     from nem.runtime.roofline import Least
     from nem.runtime.session import RunResult, Session
 
@@ -119,10 +120,11 @@ def print_report(
         print(rep.to_text())
 
 
-def timed_cycles(nem: str, device: str) -> int | None:
-    """The timed cycles of the `.nem` program `nem` on `device` (one run,
-    buffers zero), None if it does not run to its end: `--tune`'s score
-    (D-COMPILE-TUNE)."""
+def timed_score(nem: str, device: str) -> Timing | None:
+    """The timed cycles and roofline bound of the `.nem` program `nem` on
+    `device` (one run, buffers zero), None if it does not run to its end:
+    `--tune`'s score and the gap it orders its search by (D-COMPILE-TUNE)."""
+    from nem.compile.tune import Timing
     from nem.runtime.api import NemInterpreter
 
     it = NemInterpreter(device=device, trace=False)
@@ -131,4 +133,5 @@ def timed_cycles(nem: str, device: str) -> int | None:
     session = it.start()
     if session.run_to_end().status != "completed":
         return None
-    return session.roofline().total.cycles
+    total = session.roofline().total
+    return Timing(total.cycles, total.bound)

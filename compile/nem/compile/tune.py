@@ -7,7 +7,10 @@ asks the timed cost model (D-RT-COST) instead, op by op:
 
 1. the model is imported as `nem-compile` imports it; each linalg op with
    loops becomes a program of its own (`extract`: the op, its operands as
-   arguments, its constants cloned), searched largest iteration space first;
+   arguments, its constants cloned), each timed untuned, largest iteration
+   space first (`_untuned`), then searched farthest above its own roofline
+   bound first (its untuned cycles over the bound, summed over the ops
+   alike: what its tiles can win back);
 2. for that program, the candidates (`Choice`): the untuned op; the tile
    rules run on a share of L1 (`SHARES`, as the driver's re-tiling runs them
    on the whole program, D-COMPILE-L1, engine split included) where that
@@ -42,7 +45,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from mlir import ir
 
@@ -246,17 +249,25 @@ def same_sums(a: Plan, b: Plan, parallel: list[bool]) -> bool:
     return not split or (len(split) == 2 and split[0] == split[1])
 
 
-Timer = Callable[[str, str], "int | None"]
-"""(a `.nem` program, the device) -> its timed cycles, None if it does not
-run to its end: the runtime's, given by the caller (`nem.cli.roofline_cli.
-timed_cycles`; the compiler imports no runtime)."""
+class Timing(NamedTuple):
+    """A timed run's cycles and its roofline bound (D-RT-ROOFLINE)."""
+
+    cycles: int
+    bound: float
 
 
-def cycles_of(
+Timer = Callable[[str, str], "Timing | None"]
+"""(a `.nem` program, the device) -> its timed cycles and bound, None if it
+does not run to its end: the runtime's, given by the caller
+(`nem.cli.roofline_cli.timed_score`; the compiler imports no runtime)."""
+
+
+def timing_of(
     text: str, choice: Choice, key: str, options: CompileOptions, timer: Timer
-) -> int | None:
-    """Timed cycles of the one-op program `text` (its op `key`) tiled as
-    `choice` says, None if it does not compile (or does not run to its end)."""
+) -> Timing | None:
+    """Timed cycles and bound of the one-op program `text` (its op `key`)
+    tiled as `choice` says, None if it does not compile (or does not run to
+    its end)."""
     from nem.compile import CompileError, compile_mlir
 
     alone = replace(options, origins=False, op_tile_sizes=(), op_l1_scales=())
@@ -330,6 +341,11 @@ def search(
     return best, best_score, tried
 
 
+Op = tuple[int, int, str, str, str, Space]
+"""An op to tune: (its negated iteration space, its ordinal, key, program,
+program without locations, search space)."""
+
+
 def tune(
     model: str | Path | onnx.ModelProto,
     options: CompileOptions,
@@ -348,25 +364,27 @@ def tune(
     report = TuneReport()
     driver = Driver(options)
     device, engines = driver.device, driver.engines
-    todo: list[tuple[int, int, str, str, str, Space]] = []
-    for key, text, alike in op_programs(
-        model, options, device
-    ):  # the spaces first: the largest iteration spaces go first
+    todo: list[Op] = []
+    for key, text, alike in op_programs(model, options, device):
         space = space_of(text, device, options, engines)
         if space is not None and (space.size > 1 or space.shares):
             todo.append((-math.prod(space.extents), len(todo), key, text, alike, space))
-    todo.sort()
+    todo.sort()  # the largest iteration spaces first
+    untuned = _untuned(todo, options, timer, deadline)
+    todo = by_gap(todo, untuned)
     sizes_found: list[tuple[str, tuple[int, ...]]] = []
     shares_found: list[tuple[str, float]] = []
     searched: dict[str, tuple[Choice, int | None, dict[Choice, int | None]]] = {}
     for *_, key, text, alike, space in todo:
-        if time.monotonic() >= deadline:
+        if alike not in untuned or time.monotonic() >= deadline:
             report.budget_reached = True
             break
         if alike not in searched:  # an op like one searched (same program but its locations)
             if progress is not None:
                 progress(f"--tune: {key}: {1 + len(space.shares) + space.size} candidates")
-            searched[alike] = search_op(text, space, options, timer, trials, seed, deadline)
+            t = untuned[alike]
+            known = {Choice(): None if t is None else t.cycles}
+            searched[alike] = search_op(text, space, options, timer, trials, seed, deadline, known)
         best, best_cycles, tried = searched[alike]
         report.nests.append(
             NestResult(
@@ -381,6 +399,40 @@ def tune(
     report.seconds = time.monotonic() - t0
     tuned = replace(options, op_tile_sizes=tuple(sizes_found), op_l1_scales=tuple(shares_found))
     return tuned, report
+
+
+def _untuned(
+    todo: list[Op],
+    options: CompileOptions,
+    timer: Timer,
+    deadline: float,
+) -> dict[str, Timing | None]:
+    """Each distinct op of `todo` timed untuned, in `todo`'s order, until
+    `deadline`: the search then spends its budget on the ops whose untuned
+    cycles stand farthest above their own bound, summed over the ops alike
+    (what tiles can win back), not on the largest first (session 33: the
+    largest first, Inception v2's budget ran out before its n51 and n88,
+    1.8-2.2x the cycles they take on other sizes, D-COMPILE-TUNE)."""
+    out: dict[str, Timing | None] = {}
+    for *_, text, alike, space in todo:
+        if alike in out:
+            continue
+        if time.monotonic() >= deadline:
+            break
+        out[alike] = timing_of(text, Choice(), space.key, replace(options, verify=False), timer)
+    return out
+
+
+def by_gap(todo: list[Op], untuned: dict[str, Timing | None]) -> list[Op]:
+    """`todo` ordered by the cycles its untuned programs (`untuned`, by
+    program without locations) take above their bounds, summed over the ops
+    alike (they share one search), the largest first; an op not timed or
+    that did not run counts 0; on a tie, `todo`'s order (sorting is stable)."""
+    gaps: dict[str, float] = {}
+    for *_, alike, _space in todo:
+        t = untuned.get(alike)
+        gaps[alike] = gaps.get(alike, 0.0) + (0.0 if t is None else max(0.0, t.cycles - t.bound))
+    return sorted(todo, key=lambda op: -gaps[op[4]])
 
 
 def op_programs(
@@ -415,19 +467,23 @@ def search_op(
     trials: int,
     seed: int,
     deadline: float,
+    known: dict[Choice, int | None] | None = None,
 ) -> tuple[Choice, int | None, dict[Choice, int | None]]:
     """(best choice, its cycles, every choice tried with its cycles) for the
-    one-op program `text`: the untuned op first, then its L1 shares, then
+    one-op program `text`: the untuned op first (unless `known`, the
+    choices the caller has scored, has it), then its L1 shares, then
     `search` over its parallel tile sizes; the fewest cycles win, the
     earlier on a tie (the untuned op before any other)."""
-    scores: dict[Choice, int | None] = {}
+    scores: dict[Choice, int | None] = dict(known or {})
 
     def score(choice: Choice) -> int | None:
         # candidates are compiled unverified; the one kept is verified below
-        scores[choice] = cycles_of(text, choice, space.key, replace(options, verify=False), timer)
+        t = timing_of(text, choice, space.key, replace(options, verify=False), timer)
+        scores[choice] = None if t is None else t.cycles
         return scores[choice]
 
-    score(Choice())
+    if Choice() not in scores:
+        score(Choice())
     for share in space.shares:
         if time.monotonic() >= deadline:
             break
@@ -436,7 +492,7 @@ def search_op(
         search(space, lambda sizes: score(Choice(sizes=tuple(sizes))), trials, seed, deadline)
     ranked = [(c, s) for c, s in scores.items() if s is not None]
     best, best_cycles = min(ranked, key=lambda cs: cs[1], default=(Choice(), None))
-    if best != Choice() and cycles_of(text, best, space.key, options, timer) is None:
+    if best != Choice() and timing_of(text, best, space.key, options, timer) is None:
         best, best_cycles = Choice(), scores[Choice()]  # fails nem-verify
     return best, best_cycles, scores
 
