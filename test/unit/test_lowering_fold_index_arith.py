@@ -151,6 +151,36 @@ def test_the_errors_stay_word_for_word(case: str) -> None:
     assert loc.endswith(":9:5"), loc
 
 
+BOUNDS_A_PARTIAL_TILE = """
+func.func @main(%A: memref<48xf32>, %B: memref<48xf32>) {
+  %c4 = arith.constant 4 : index
+  affine.for %T = 0 to 48 step 16 {
+    %o = arith.addi %T, %c4 : index
+    %m = affine.min affine_map<(d0) -> (16, -d0 + 44)>(%o)
+    %s = memref.subview %A[%T] [%m] [1] : memref<48xf32> to memref<?xf32, strided<[1], offset: ?>>
+    %d = memref.subview %B[%T] [%m] [1] : memref<48xf32> to memref<?xf32, strided<[1], offset: ?>>
+    memref.copy %s, %d : memref<?xf32, strided<[1], offset: ?>> to memref<?xf32, strided<[1], offset: ?>>
+  }
+  return
+}
+"""
+"""A min whose operand is `arith` on the loop's variable: its candidates
+(16, 40 - %T) differ in the last iteration, which the conversion's peeling
+decision (`nonuniform_minmax`) sees only through an apply."""
+
+
+def test_what_bounds_a_partial_tile_stays_as_written() -> None:
+    """An `arith` op that is an operand of a min/max (or of one through
+    applies) stays: rewritten, the conversion's peeling decision would read
+    through it (it evaluates applies, not `arith`) and peel a loop it
+    rejected at the min before the pass (session 33)."""
+    text = BOUNDS_A_PARTIAL_TILE
+    assert "arith.addi %T, %c4" in _folded(text, "main")
+    new = lower(text, "main")
+    assert new == _before(text, "main")
+    assert new[0] is None and "differ across iterations" in new[1][0][1]
+
+
 @pytest.mark.parametrize("name", ["mlp", "cnn", "resblock", "transformer"])
 def test_the_samples_compile_to_the_same_program(name: str, monkeypatch, tmp_path: Path) -> None:
     """`nem-compile` of the ONNX samples: the same `.nem` with the pass as

@@ -18,6 +18,10 @@
 // CHECK-NEXT:     %w = affine.apply affine_map<(d0) -> (((d0 + 2) floordiv 3))> (%l)
 // CHECK-NEXT:     %l5 = affine.apply affine_map<(d0) -> ((d0 + -5))> (%l)
 // CHECK-NEXT:     %f = affine.apply affine_map<(d0) -> (((d0 + -5) floordiv 2))> (%l)
+// An operand of a min (through an apply) is left: the peeling decision reads
+// through applies, not arith (session 33).
+// CHECK-NEXT:     %e = arith.addi %l, %c4 : index
+// CHECK-NEXT:     %e2 = affine.apply affine_map<(d0) -> ((d0 * 2))> (%e)
 // CHECK:          %n = arith.divsi %k, %c4 : index
 // A product of two indices, a division by 0 and arith on i32: left; the
 // product of the first by a constant takes it as an operand.
@@ -57,6 +61,9 @@ func.func @main(%x: memref<512xf32>, %y: memref<512xf32>, %fi: i32) {
     %w = arith.ceildivsi %l, %c3 : index
     %l5 = arith.subi %l, %c5 : index
     %f = arith.floordivsi %l5, %c2 : index
+    %e = arith.addi %l, %c4 : index
+    %e2 = affine.apply affine_map<(d0) -> (d0 * 2)>(%e)
+    %mn = affine.min affine_map<(d0) -> (100, d0)>(%e2)
     affine.for %k = -2 to 2 {
       %n = arith.divsi %k, %c4 : index
       memref.copy %x, %y : memref<512xf32> to memref<512xf32>

@@ -1,8 +1,9 @@
 // nem-mark-tile-loops (D-LOW-TILES, D-LOW-AFFINE): the loops the conversion keeps as NEM loops around
 // raised tiles are marked nem_lowering.tile_loop, decided on their bodies as written, before
 // nem-fold-index-arith, which then folds their index arithmetic too; the conversion reads the mark. A
-// loop the walk does not follow (or whose decision needs what it does not evaluate) is left
-// unmarked (and unfolded) to it.
+// loop lowered in several copies (peeled, re-rolled) is decided in each and marked when all agree; a
+// loop the walk does not decide in every copy (a value it does not evaluate) is left unmarked (and
+// unfolded) to the conversion.
 // RUN: nem-opt %s --split-input-file -p 'nem-mark-tile-loops,nem-fold-index-arith' | filecheck %s
 // RUN: nem-opt %s --split-input-file -p 'lower-to-nem{device=npm_pro_x1}' -t nem | filecheck %s --check-prefix=NEM
 
@@ -151,21 +152,20 @@ func.func @async_payload(%A: memref<64xf32>, %B: memref<64xf32>) {
 // -----
 
 // A tile loop in a loop that may be peeled (its last tile is partial): the
-// conversion lowers the body once per copy, which the walk does not follow;
-// left unmarked, its arith as written, for the conversion to decide.
-// CHECK-LABEL: func.func @undecided(
+// conversion lowers the body once per copy (the full tiles with %T a loop
+// variable, then the last with %T = 32); the walk decides %t in each copy,
+// both decide it a tile loop (session 33): marked, its arith folded.
+// CHECK-LABEL: func.func @peeled(
 // CHECK:          affine.for %t = 0 to min
-// CHECK-NEXT:       %o = arith.addi %t, %T : index
-// CHECK-NEXT:       affine.for %i = 0 to 8 {
-// CHECK-NEXT:         affine.load
-// CHECK-NEXT:         affine.store
-// CHECK-NEXT:       }{{$}}
-// CHECK-NEXT:     }{{$}}
+// CHECK-NEXT:       %o = affine.apply affine_map<(d0, d1) -> ((d0 + d1))> (%t, %T)
+// CHECK:          } {nem_lowering.tile_loop}
 // CHECK-NEXT:   } {nem_lowering.tile_loop}
-// NEM-LABEL:  program undecided:
+// NEM-LABEL:  program peeled:
 // NEM:        loop T in [0..1]:
 // NEM:          loop t in [0..1]:
-func.func @undecided(%A: memref<48xf32>, %B: memref<48xf32>) {
+// NEM:        loop t_v1 in [0..0]:
+// NEM-NEXT:     compute2 = compute.async {{.*}} index_args=[32, 0, 32]
+func.func @peeled(%A: memref<48xf32>, %B: memref<48xf32>) {
   affine.for %T = 0 to 40 step 16 {
     affine.for %t = 0 to min affine_map<(d0) -> (16, -d0 + 40)>(%T) step 8 {
       %o = arith.addi %t, %T : index
@@ -175,5 +175,29 @@ func.func @undecided(%A: memref<48xf32>, %B: memref<48xf32>) {
       }
     }
   }
+  return
+}
+
+// -----
+
+// A tile loop in a re-rolled pipeline (nem.max_in_flight, lowered once per
+// iteration under a window): decided in that copy, marked, folded.
+// CHECK-LABEL: func.func @rerolled(
+// CHECK:            %o = affine.apply affine_map<(d0, d1) -> ((d0 + d1))> (%t, %T)
+// CHECK:          } {nem_lowering.tile_loop}
+// CHECK-NEXT:   } {nem.max_in_flight = 2 : i64, nem_lowering.tile_loop}
+// NEM-LABEL:  program rerolled:
+// NEM:        loop T in [0..1] @max_in_flight(2):
+// NEM:          loop t in [0..3]:
+func.func @rerolled(%A: memref<64xf32>, %B: memref<64xf32>) {
+  affine.for %T = 0 to 64 step 32 {
+    affine.for %t = 0 to 32 step 8 {
+      %o = arith.addi %t, %T : index
+      affine.for %i = 0 to 8 {
+        %a = affine.load %A[%i + %T + %t] : memref<64xf32>
+        affine.store %a, %B[%o + %i] : memref<64xf32>
+      }
+    }
+  } {nem.max_in_flight = 2 : i64}
   return
 }

@@ -7,7 +7,7 @@ conversion the same way and leave to it the same scopes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from functools import cached_property
 from itertools import count
@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from xdsl.dialects import affine, arith, func
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
 from nem.dialect.diagnostics import NemDiagnosticError
@@ -25,11 +25,11 @@ from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.escape import LINALG_OPS
 from nem.passes.lowering.index_ops import INDEX_BINOPS, index_binop, minmax_value
-from nem.passes.lowering.loops import MapEvaluator, loop_bounds
+from nem.passes.lowering.loops import MapEvaluator, full_tile_count, loop_bounds, partial_of
 from nem.passes.lowering.memref_roots import MemrefRoots
 from nem.passes.lowering.peeled_loops import PeeledLoops
 from nem.passes.lowering.raise_decision import RaiseAnalysis
-from nem.passes.lowering.reroll import is_rerolled
+from nem.passes.lowering.reroll import is_rerolled, last_iteration
 from nem.passes.lowering.structure import is_structural
 from nem.passes.lowering.tile_loops import tile_loop
 
@@ -72,11 +72,13 @@ class ConversionWalk:
     `lb + v * step` as `loops.lower_loop` binds it (a `Var` over the loop's
     trip count), index constants and `affine.apply` as `index_ops` binds
     them.  `tile_loops` holds `tile_loop`'s answer for each loop it
-    decided; `decide` is called on each loop nest (a loop it is not) and
-    linalg op.  A loop whose body the conversion lowers other than once
-    per iteration on those values is not entered: one that may be peeled
-    (`PeeledLoops`), a re-rolled pipeline (`nem.max_in_flight`), one that
-    carries values; nor is any other region (`scf`, `affine.if`, `async`).
+    decided (None where it reached the loop and could not decide, or where
+    the copies below disagree); `decide` is called on each loop nest (a
+    loop it is not) and linalg op.  A loop whose body the conversion lowers
+    other than once per iteration on those values is not entered: one that
+    may be peeled (`PeeledLoops`), a re-rolled pipeline
+    (`nem.max_in_flight`), one that carries values; nor is any other region
+    (`scf`, `affine.if`, `async`).
 
     With `all_index_values` (`nem-mark-tile-loops`), the walk binds every
     index value the conversion binds in those scopes: `arith` index
@@ -84,8 +86,17 @@ class ConversionWalk:
     (`index_ops.minmax_value`), async `index` payloads (`async_ops`); and
     it follows the conversion into the scopes it lowers in place besides:
     `async.execute` bodies, the bodies of loops carrying only tokens
-    (`loops.carried_tokens`).  `nem-outline-kernels` walks without (its
-    decisions as session 31 took them).
+    (`loops.carried_tokens`); and it follows each copy the conversion
+    lowers of a loop that may be peeled or is a re-rolled pipeline
+    (`loops.partial_of`: the full tiles with the loop's variable over
+    their count, then the peeled last one with its constant value, or a
+    re-rolled loop's last iteration after it), deciding the loops inside
+    once per copy: a loop is a tile loop (`True`) only when every copy
+    decides it one.  A loop in a copy the walk does not follow (a loop it
+    does not enter, or enters as a nest) is undecided (`None`), so one
+    decided in another copy is left to the conversion.
+    `nem-outline-kernels` walks without (its decisions as session 31 took
+    them).
 
     A value the walk does not evaluate leaves the loops and nests that use
     it to the conversion, and so does a decision that reads a view's box."""
@@ -93,9 +104,9 @@ class ConversionWalk:
     def __init__(self, fn: func.FuncOp, all_index_values: bool = False) -> None:
         self.fn = fn
         self.all_index_values = all_index_values
-        self.tile_loops: dict[affine.ForOp, bool] = {}
+        self.tile_loops: dict[affine.ForOp, bool | None] = {}
         self._order = count()
-        self._block(fn.body.block, {})
+        self._block(fn.body.block.ops, {})
 
     @cached_property
     def roots(self) -> MemrefRoots:
@@ -112,8 +123,8 @@ class ConversionWalk:
         """A loop nest or linalg op the conversion decides (`compute`), on
         `env`: nothing here."""
 
-    def _block(self, block: Block, env: dict[SSAValue, Aff]) -> None:
-        for o in block.ops:
+    def _block(self, ops: Iterable[Operation], env: dict[SSAValue, Aff]) -> None:
+        for o in ops:
             if isinstance(o, arith.ConstantOp) and isinstance(o.result.type, IndexType):
                 env.update(index_constants([o]))
             elif isinstance(o, affine.ApplyOp):
@@ -146,15 +157,25 @@ class ConversionWalk:
         if is_structural(loop):
             return self._enter(loop, env)
         if not all(v in env for v in _outside_indices(loop)):
-            return
+            return self._undecided(loop, loop)
         try:
             kept = tile_loop(loop, env, RaiseAnalysis(env, no_view, self.roots).buffer_of)
         except (NeedsView, NemDiagnosticError):
-            return
-        self.tile_loops[loop] = kept
+            return self._undecided(loop, loop)
+        known = self.tile_loops.setdefault(loop, kept)
+        if known is not kept:
+            self.tile_loops[loop] = None  # decided otherwise in another copy
         if kept:
             return self._enter(loop, env)
+        self._undecided(loop)  # lowered as a nest: no loop inside is decided
         self.decide(loop, env)
+
+    def _undecided(self, loop: affine.ForOp, *also: affine.ForOp) -> None:
+        """The loops inside `loop` (and `also`) reached in a copy the walk
+        does not follow: left to the conversion, whatever other copies say."""
+        inside = (o for o in loop.body.walk() if isinstance(o, affine.ForOp))
+        for o in (*also, *inside):
+            self.tile_loops[o] = None
 
     def _execute(self, op: asy.ExecuteOp, env: dict[SSAValue, Aff]) -> None:
         """`async_ops.lower_execute`: the body in place, its arguments and
@@ -162,7 +183,7 @@ class ConversionWalk:
         body = op.body_region.block
         for v, arg in zip(op.body_operands, body.args):
             _payload(env, v, arg)
-        self._block(body, env)
+        self._block(body.ops, env)
         yielded = body.last_op
         for r, v in zip(op.body_results, yielded.operands if yielded is not None else ()):
             _payload(env, v, r)
@@ -177,21 +198,35 @@ class ConversionWalk:
         return not loop.results
 
     def _enter(self, loop: affine.ForOp, env: dict[SSAValue, Aff]) -> None:
-        """The body of a NEM loop, once, with the loop's variable."""
-        if not self._carries_no_index_value(loop) or self.peeled.may_peel(loop):
-            return
+        """The body of a NEM loop, once per copy the conversion lowers
+        (`loops.lower_loop`), the loop's variable bound as it binds it."""
+        if not self._carries_no_index_value(loop):
+            return self._undecided(loop)
         try:
-            if is_rerolled(loop):
-                return
+            rerolled = is_rerolled(loop)
+            copied = rerolled or self.peeled.may_peel(loop)
+            if copied and not (
+                self.all_index_values and all(v in env for v in _outside_indices(loop))
+            ):
+                return self._undecided(loop)
             lb, step, trip = loop_bounds(loop, _evaluate(env))
+            tail = last_iteration(loop) if rerolled else None
+            if trip == 0 and tail is None:
+                return  # the conversion lowers no body
+            # (a loop no copy of which is peeled has no partial last tile: `PeeledLoops`)
+            partial = partial_of(loop, lb, step, trip, _evaluate(env), env) if copied else None
         except (_Unknown, NemDiagnosticError):
-            return
-        if trip == 0:
-            return  # the conversion lowers no body
-        order = next(self._order)
+            return self._undecided(loop)
         iv = loop.body.block.args[0]
-        env[iv] = lb + Aff.atom(Var(iv, f"{VAR}{order}", trip, order)).scale(step)
-        self._block(loop.body.block, env)
+        if full := full_tile_count(trip, partial, tail):
+            order = next(self._order)
+            env[iv] = lb + Aff.atom(Var(iv, f"{VAR}{order}", full, order)).scale(step)
+            self._block(loop.body.block.ops, env)
+        if tail is not None:  # a re-rolled loop's last iteration, after it
+            self._block(list(tail.region.block.ops)[:-1], env)
+        elif partial is not None:  # the peeled last tile
+            env[iv] = lb + Aff.c((trip - 1) * step)
+            self._block(loop.body.block.ops, env)
 
 
 def _payload(env: dict[SSAValue, Aff], v: SSAValue, to: SSAValue) -> None:

@@ -8,7 +8,7 @@ work becomes a NEM loop; a loop over tiles of raisable point nests too
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -124,27 +124,7 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     if trip == 0 and tail is None:
         return
     iv = op.body.block.args[0]
-    if tail is not None:  # the epilogue is the last iteration (D-LOW-PIPE):
-        # its first op (past `%last` and the stage-0 starts on it) is where
-        # a failure is reported
-        last = tail.region.block.first_op
-        assert last is not None
-        partial: Operation | None = next(
-            (
-                o
-                for o in tail.region.block.ops
-                if not is_index_arith(o)
-                and not (isinstance(o, AffineDmaStartOp) and last.results[0] in o.operands)
-            ),
-            tail,
-        )
-    elif rerolled:
-        # upstream rounds a pipelined loop's upper bound up to whole steps:
-        # only the min/max bounds of its body tell a partial last tile
-        partial = nonuniform_minmax(op, lb, step, trip, ctx.env)
-    else:
-        ub = pick_minmax(ctx.affine(op, op.upperBoundMap.data, tuple(op.upperBoundOperands)), True)
-        partial = partial_tile_op(op, lb, ub, step, trip, ctx.env)
+    partial = partial_of(op, lb, step, trip, ctx.affine, ctx.env)
     window = 2 if rerolled or staged_tiles(lw, op) else None
 
     def tiles(n: int) -> None:
@@ -174,10 +154,8 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     # D-LOW-PEEL: a NEM loop over the full tiles, then the last (partial)
     # iteration as straight-line tasks with its own static shapes
     def full_tiles() -> None:
-        if tail is not None and trip > 0:
-            tiles(trip)
-        elif trip > 1:
-            tiles(trip - 1)
+        if full := full_tile_count(trip, partial, tail):
+            tiles(full)
 
     def last_tile() -> None:
         if tail is not None:  # its ops but the scf.yield
@@ -189,6 +167,51 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
         lw.lower_block(op.body.block, st.builder)
 
     peeled(lw, op, partial, full_tiles, last_tile, () if tail is None else (tail,))
+
+
+def partial_of(
+    op: affine.ForOp,
+    lb: Aff,
+    step: int,
+    trip: int,
+    evaluate: MapEvaluator,
+    env: Mapping[SSAValue, Aff],
+) -> Operation | None:
+    """The op that makes the last iteration of NEM loop `op` a copy of its
+    own (D-LOW-PEEL), where a failure to lower it is reported, else None:
+    a re-rolled loop's last iteration after it (`reroll.last_iteration`,
+    D-LOW-PIPE), else the min/max that makes the last tile partial.  On the
+    index values `env` of the scopes around `op` (the conversion's, or the
+    marks' walk's, `ConversionWalk`), `evaluate` its `MapEvaluator`."""
+    rerolled = is_rerolled(op)
+    tail = last_iteration(op) if rerolled else None
+    if tail is not None:
+        # its first op (past `%last` and the stage-0 starts on it)
+        last = tail.region.block.first_op
+        assert last is not None
+        return next(
+            (
+                o
+                for o in tail.region.block.ops
+                if not is_index_arith(o)
+                and not (isinstance(o, AffineDmaStartOp) and last.results[0] in o.operands)
+            ),
+            tail,
+        )
+    if rerolled:
+        # upstream rounds a pipelined loop's upper bound up to whole steps:
+        # only the min/max bounds of its body tell a partial last tile
+        return nonuniform_minmax(op, lb, step, trip, env)
+    ub = pick_minmax(evaluate(op, op.upperBoundMap.data, tuple(op.upperBoundOperands)), True)
+    return partial_tile_op(op, lb, ub, step, trip, env)
+
+
+def full_tile_count(trip: int, partial: Operation | None, tail: Operation | None) -> int:
+    """The iterations of a NEM loop of `trip` whose body is lowered with
+    the loop's variable: all without a `partial` last one (`partial_of`);
+    all before a re-rolled loop's last iteration (`tail`, lowered after
+    them); all but the peeled last one otherwise."""
+    return trip if partial is None or tail is not None else max(trip - 1, 0)
 
 
 def carried_tokens(lw: Lowering, op: affine.ForOp) -> None:

@@ -18,12 +18,15 @@ handlers do, async payloads; `async.execute` bodies and loops carrying
 only tokens followed as it lowers them; `MemrefRoots`' buffers) and kept
 in the IR, as `nem-drop-token-awaits` keeps `nem_lowering.structural`.
 
-A loop the walk does not decide (one it does not reach: in a loop that
-may be peeled, a re-rolled pipeline, a loop carrying other values, an
-`scf` or `affine.if` region; one using an index value it does not
-evaluate; one whose decision reads a view's box) stays unmarked: the
-conversion decides it as before, and the fold leaves its body as written
-(`LoweredOneByOne`), so it decides on what it always did.
+A loop lowered in several copies (in a loop that may be peeled, or a
+re-rolled pipeline and its last iteration) is decided once per copy, as
+the conversion binds each copy's index values, and marked only when every
+copy decides it a tile loop.  A loop the walk does not decide in every
+copy (one it does not reach: in a loop carrying other values, an `scf` or
+`affine.if` region; one using an index value it does not evaluate; one
+lowered as a nest in some copy) stays unmarked: the conversion decides it
+as before, and the fold leaves its body as written (`LoweredOneByOne`),
+so it decides on what it always did.
 """
 
 from __future__ import annotations
@@ -58,5 +61,5 @@ class MarkTileLoopsPass(ModulePass):
         # of a tile loop it marks, not of a loop it leaves undecided
         decided = ConversionWalk(entry_function(op, self.entry), all_index_values=True).tile_loops
         for loop, kept in decided.items():
-            if kept:
+            if kept is True:  # (None: undecided in a copy)
                 loop.attributes[TILE_LOOP] = UnitAttr()
