@@ -341,6 +341,12 @@ def search(
     return best, best_score, tried
 
 
+UNTUNED_SHARE = 1 / 3
+"""The share of the budget spent timing ops untuned before any search, to
+order the search by their gaps (`by_gap`); ops left untimed are searched
+after, largest first.  Timing every op first took the whole of a 300 s
+budget on Inception v2 on a loaded machine (one op searched; session 33)."""
+
 Op = tuple[int, int, str, str, str, Space]
 """An op to tune: (its negated iteration space, its ordinal, key, program,
 program without locations, search space)."""
@@ -370,20 +376,20 @@ def tune(
         if space is not None and (space.size > 1 or space.shares):
             todo.append((-math.prod(space.extents), len(todo), key, text, alike, space))
     todo.sort()  # the largest iteration spaces first
-    untuned = _untuned(todo, options, timer, deadline)
+    untuned = _untuned(todo, options, timer, t0 + budget * UNTUNED_SHARE)
     todo = by_gap(todo, untuned)
     sizes_found: list[tuple[str, tuple[int, ...]]] = []
     shares_found: list[tuple[str, float]] = []
     searched: dict[str, tuple[Choice, int | None, dict[Choice, int | None]]] = {}
     for *_, key, text, alike, space in todo:
-        if alike not in untuned or time.monotonic() >= deadline:
+        if time.monotonic() >= deadline:
             report.budget_reached = True
             break
         if alike not in searched:  # an op like one searched (same program but its locations)
             if progress is not None:
                 progress(f"--tune: {key}: {1 + len(space.shares) + space.size} candidates")
-            t = untuned[alike]
-            known = {Choice(): None if t is None else t.cycles}
+            t = untuned.get(alike)
+            known = {Choice(): None if t is None else t.cycles} if alike in untuned else {}
             searched[alike] = search_op(text, space, options, timer, trials, seed, deadline, known)
         best, best_cycles, tried = searched[alike]
         report.nests.append(
@@ -407,12 +413,13 @@ def _untuned(
     timer: Timer,
     deadline: float,
 ) -> dict[str, Timing | None]:
-    """Each distinct op of `todo` timed untuned, in `todo`'s order, until
-    `deadline`: the search then spends its budget on the ops whose untuned
-    cycles stand farthest above their own bound, summed over the ops alike
-    (what tiles can win back), not on the largest first (session 33: the
-    largest first, Inception v2's budget ran out before its n51 and n88,
-    1.8-2.2x the cycles they take on other sizes, D-COMPILE-TUNE)."""
+    """Each distinct op of `todo` timed untuned (None: it did not run), in
+    `todo`'s order, until `deadline`: the search then spends the budget on
+    the ops whose untuned cycles stand farthest above their own bound,
+    summed over the ops alike (what tiles can win back), not on the largest
+    first (D-COMPILE-TUNE, session 33: largest first, Inception v2's budget
+    ran out before its n51 and n88, which take 1.8-2.2x the cycles of their
+    best sizes)."""
     out: dict[str, Timing | None] = {}
     for *_, text, alike, space in todo:
         if alike in out:
