@@ -258,3 +258,28 @@ def test_tune_usage_errors(flags, message, tmp_path, capsys):
     onnx.save(samples.mlp("f32"), str(model))
     assert run([str(model), *flags]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow  # ~15 s alone (the mlp's ops compiled alone, a few candidates each)
+def test_tune_searches_the_ops_farthest_above_their_bound_first(monkeypatch):
+    """The mlp's Relu ops are its smallest, but a timer that puts them 1,000
+    cycles above their bound (the others 10) has them searched first; the
+    clock advances one second per timed program, so the budget's third
+    (7 of 21 s) times seven of the eight ops before any search (not the
+    smallest, fc3's bias), and the budget then stops the search before
+    every op is reached."""
+    import nem.compile.tune as tune_module
+    from nem.compile import CompileOptions
+
+    clock = [0.0]
+    monkeypatch.setattr(tune_module.time, "monotonic", lambda: clock[0])
+
+    def timer(nem: str, device: str) -> Timing:
+        clock[0] += 1
+        return Timing(1100 if "relu.async" in nem else 110, 100.0)
+
+    model = samples.mlp("f32")
+    _, report = tune_module.tune(model, CompileOptions(device=DEVICE), timer, 21.0, 0, 2)
+    keys = [n.key for n in report.nests]
+    assert [k.split('"')[1] for k in keys[:2]] == ["fc1_relu", "fc2_relu"], keys
+    assert report.budget_reached and 2 < len(keys) < 8, keys
