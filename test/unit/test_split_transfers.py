@@ -722,7 +722,6 @@ def test_the_stems_input_transpose_in_l1_splits_over_the_dmas(monkeypatch):
     assert timed_cycles(new.nem) < 0.95 * timed_cycles(whole.nem)
 
 
-
 STRIDED_FEW = """device "npm_pro_x1.nem"
 
 program strided:
