@@ -45,7 +45,13 @@ conflict is decided on byte spans, D-HAZ-ACCESS):
   (`Split.whole`; `transform` takes it where the split the spans allow
   leaves its parts one tile too and `tile_time` estimates it slower), if
   they move fewer bytes than the best tiled split (they save weights, not
-  MACs; session 29);
+  MACs; session 29), and whatever the estimate when each part of the
+  chosen split moves `WHOLE_SAVES` times their bytes or more, weights
+  included: a row split of a small layer with large weights loads them
+  whole on every engine, and the weight clock, which counts no
+  activation traffic, calls them preloaded, while in a DMA-bound stretch
+  they take the DMAs the earlier nests need (session 33: DenseNet-121's
+  3x3 128 -> 32 convolutions at 7x7, 147 KB of weights per engine);
 * a contraction's part reads at least what its tiles stream into L1
   with the tiling's sizes for it (`_streamed`, session 28): weights whose
   copy stays inside a tile loop are read once per trip of it.
@@ -92,6 +98,11 @@ def mac_bytes(dmas: int, nmus: int) -> float:
 
 MIN_GAIN = 0.8
 """Split only when the estimated time is below this fraction of the unsplit one."""
+
+WHOLE_SAVES = 2.0
+"""Parts of one tile each (`Split.whole`) replace a split of lower estimate
+when that split's part moves at least this many times their bytes,
+weights included (session 33)."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +216,12 @@ def _finish(
     late = [n for m, (_, _, r, _, n) in spans.items() if r and m not in preloaded] or [0]
     write = sum(b - a if by_span else n for a, b, _, w, n in spans.values() if w)
     return max(free + _preloads(spans, preloaded), ready + max(late)) + serial_writes * write
+
+
+def _traffic(spans: dict[ir.Value, tuple[int, int, bool, bool, int]]) -> int:
+    """The bytes a nest or part (`spans`) reads and writes, preloaded
+    buffers' too: what its engine's DMAs move."""
+    return sum(n for *_, n in spans.values())
 
 
 def _preloads(
@@ -326,8 +343,9 @@ def choose_split(
         return None, clock
     spans_whole = _streamed(spans_whole, band, tiled, None)
     unsplit = max(_finish(spans_whole, preloaded, clock.busy[whole], ready, 1), computed(1.0))
-    # (estimate, bytes moved, the split, when its engines' weights are in)
-    chosen: list[tuple[int, int, Split, int]] = []
+    # (estimate, bytes moved, the split, when its engines' weights are in,
+    # the bytes a part's DMAs move)
+    chosen: list[tuple[int, int, Split, int, int]] = []
     for d, (iv, lo, ext) in enumerate(zip(ivs, lows, band.extents)):
         if ext < 2 or engines < 2:
             continue
@@ -369,7 +387,7 @@ def choose_split(
         if estimate - ready < MIN_GAIN * (unsplit - ready):
             split = Split(d, parts, chunk, estimate, unsplit, target, one_tile)
             weighed = max(clock.busy[:parts]) + _preloads(first, preloaded)
-            chosen.append((estimate, moved, split, weighed))
+            chosen.append((estimate, moved, split, weighed, _traffic(first)))
     best = min(chosen, key=lambda c: c[0], default=None)
     spread = min((c for c in chosen if not c[2].whole), key=lambda c: c[0], default=None)
     if best is not None and best[2].whole and spread is not None and best[1] >= spread[1]:
@@ -380,6 +398,16 @@ def choose_split(
         # rows as 7, 7, 7, 6 against 128 channels as 4 x 32, ran slower as
         # channel parts of one tile: 174,874 -> 181,010 cycles)
         best = spread
+    light = min((c for c in chosen if c[2].whole), key=lambda c: (c[4], c[0]), default=None)
+    if best is not None and light is not None and light[4] * WHOLE_SAVES <= best[4]:
+        # the estimate lets every part's weights stream in before the
+        # earlier nests are done (`Clock` counts weights only), which a
+        # split loading them whole on each engine cannot have where the
+        # DMAs are the roof: a 3x3 128 -> 32 convolution at 7x7, 2-row
+        # parts each loading its 147 KB of weights (167 KB a part) against
+        # 8 of 32 output channels each (80 KB), 7,672 -> 6,980 timed cycles
+        # for the dense layer (session 33)
+        best = light
     if best is None:
         weighed = clock.busy[whole] + _preloads(spans_whole, preloaded)
         return None, clock.charge([whole], weighed, unsplit)
