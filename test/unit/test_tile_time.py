@@ -414,6 +414,13 @@ def test_a_small_conv_keeps_one_tile_per_part_bit_identical_and_faster(monkeypat
     assert timed_cycles(new.nem) < 0.95 * timed_cycles(old.nem)
 
 
+def _loaded(nem: str, buffer: str) -> int:
+    """The f32 elements the program's transfers copy out of the buffers
+    named by the regular expression `buffer` (a layer's weights)."""
+    shapes = re.findall(rf"src=region\({buffer}, [^)]*\) elem=f32, shape=\[([\d, ]+)\]", nem)
+    return sum(int(np.prod([int(x) for x in s.split(",")])) for s in shapes)
+
+
 def test_an_expand_conv_splits_its_output_channels_one_tile_per_engine(monkeypatch):
     """SqueezeNet's fire6/fire7 expand3x3 (n37, n44): a 3x3 conv 48 -> 192 at
     13x13 whose weights (331,776 bytes) dwarf its input.  Split along output
@@ -440,12 +447,8 @@ def test_an_expand_conv_splits_its_output_channels_one_tile_per_engine(monkeypat
     monkeypatch.setattr(engines, "choose_split", by_spans)
     old = compile_onnx(model, device="npm_pro_x1")
 
-    def weight_elements(nem: str) -> int:
-        shapes = re.findall(r"src=region\(w\w*, [^)]*\) elem=f32, shape=\[([\d, ]+)\]", nem)
-        return sum(int(np.prod([int(x) for x in s.split(",")])) for s in shapes)
-
-    assert weight_elements(new.nem) == 3 * 3 * 48 * 192  # each weight loaded once
-    assert weight_elements(old.nem) == 4 * 3 * 3 * 48 * 192
+    assert _loaded(new.nem, r"w\w*") == 3 * 3 * 48 * 192  # each weight loaded once
+    assert _loaded(old.nem, r"w\w*") == 4 * 3 * 3 * 48 * 192
     assert np.array_equal(
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
@@ -494,12 +497,8 @@ def test_a_dense_layer_splits_its_3x3_by_output_channels(monkeypatch):
     monkeypatch.setattr(engines, "WHOLE_SAVES", float("inf"))
     old = compile_onnx(model, device="npm_pro_x1")
 
-    def weight_elements(nem: str) -> int:
-        shapes = re.findall(r"src=region\(wthree, [^)]*\) elem=f32, shape=\[([\d, ]+)\]", nem)
-        return sum(int(np.prod([int(x) for x in s.split(",")])) for s in shapes)
-
-    assert weight_elements(new.nem) == 3 * 3 * 128 * 32  # each weight loaded once
-    assert weight_elements(old.nem) == 4 * 3 * 3 * 128 * 32
+    assert _loaded(new.nem, "wthree") == 3 * 3 * 128 * 32  # each weight loaded once
+    assert _loaded(old.nem, "wthree") == 4 * 3 * 3 * 128 * 32
     assert np.array_equal(
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
