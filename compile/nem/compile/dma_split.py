@@ -34,15 +34,13 @@ from mlir import ir
 from mlir.dialects import memref
 
 from nem.compile.target import FAST_SPACE
-from nem.passes.split_rule import even_parts
+from nem.passes.split_rule import MIN_BYTES, MIN_PIECE, even_parts
 
-MIN_BYTES = 16384
-"""Copies in a tile loop spanning fewer bytes than this stay whole."""
+# MIN_BYTES: copies in a tile loop spanning fewer bytes stay whole; MIN_PIECE:
+# no slice smaller (bytes) -- `nem-split-transfers`' thresholds (one home).
 MIN_BYTES_ONCE = 1 << 62
-"""The same for copies outside loops, made once: each slice is one more task
-for the lowering's analyses to order (the compile's time)."""
-MIN_PIECE = 4096
-"""No slice smaller than this (bytes)."""
+"""The same as `MIN_BYTES` for copies outside loops, made once: each slice
+is one more task for the lowering's analyses to order (the compile's time)."""
 
 
 def in_loop(op: ir.Operation) -> bool:

@@ -418,8 +418,8 @@ def _untuned(
     the ops whose untuned cycles stand farthest above their own bound,
     summed over the ops alike (what tiles can win back), not on the largest
     first (D-COMPILE-TUNE, session 33: largest first, Inception v2's budget
-    ran out before its n51 and n88, which take 1.8-2.2x the cycles of their
-    best sizes)."""
+    ran out before its n51 and n88, which take 1.8-2.2x the cycles in the
+    program that they take on their tuned sizes)."""
     out: dict[str, Timing | None] = {}
     for *_, text, alike, space in todo:
         if alike in out:
