@@ -189,6 +189,8 @@ def measure(
             "compile_s": round(t3 - t2, 1),
             "ops_searched": len(report.nests),
             "retiled": sum(n.retiled for n in report.nests),
+            "whole": report.whole,  # the whole program untuned, tuned (D-COMPILE-TUNE)
+            "dropped": report.fallback,
             "searched": [
                 {
                     "op": n.key,
@@ -229,6 +231,8 @@ def show(row: dict) -> None:
         )
         if "layers" in t and t["layers"]["convs"]:
             print(f"  tuned: {t['layers']['within_2x']} Conv layers within 2x", end="")
+        if t["dropped"]:
+            print(f"  (tuned sizes dropped: {t['dropped']})", end="")
     print()
     layers = row.get("layers")
     if layers and layers["convs"]:

@@ -206,10 +206,53 @@ def test_compile_tuned_reports_each_op_and_never_loses_cycles():
         assert n.best_cycles <= n.default_cycles
         assert n.best == Choice() or n.best_cycles < n.default_cycles
     assert any("--tune:" in r for r in result.remarks)
+    if any(n.retiled for n in report.nests):  # the whole programs compared too
+        assert report.whole is not None
+        before, after = report.whole
+        assert before is not None and after is not None
+        assert (report.fallback is None) == (after < before)
     inputs = samples.random_inputs(model, seed=1)
     a, _ = _run(compile_onnx(model, device=DEVICE), inputs)
     b, _ = _run(result, inputs)
     assert all(x.tobytes() == y.tobytes() for x, y in zip(a, b))
+
+
+@pytest.mark.slow  # ~30 s alone, as the test above
+def test_compile_tuned_keeps_the_untuned_program_when_the_whole_is_not_faster(monkeypatch):
+    """The ops alone and the program disagree (session 34: ResNet-50's ops,
+    each faster alone, made the program slower): a timer that scores the
+    one-op programs upside down retiles ops with their slowest tiles; the
+    whole program, timed as it is, runs slower with them, so the untuned
+    program is the result, and the report says why."""
+    from nem.cli.roofline_cli import timed_score
+    from nem.compile import CompileOptions
+    from nem.compile import tune as tuner
+
+    searching = [True]
+    real = tuner.tune
+
+    def tune(*args, **kwargs):
+        out = real(*args, **kwargs)
+        searching[0] = False
+        return out
+
+    def timer(nem: str, device: str) -> Timing | None:
+        t = timed_score(nem, device)
+        if t is None or not searching[0]:
+            return t
+        return Timing(10**9 - t.cycles, t.bound)  # alone: the slowest tiles look best
+
+    monkeypatch.setattr(tuner, "tune", tune)
+    model = samples.mlp("f32")
+    result, report = tuner.compile_tuned(
+        model, CompileOptions(device=DEVICE), timer, budget=1e9, seed=0, trials=2
+    )
+    assert any(n.retiled for n in report.nests)
+    assert report.whole is not None and report.whole[0] is not None
+    assert report.whole[1] is not None and report.whole[1] > report.whole[0]
+    assert result.nem == compile_onnx(model, device=DEVICE).nem
+    assert report.fallback is not None and "whole tuned program" in report.fallback
+    assert any("the tuned sizes were dropped: the whole" in r for r in result.remarks)
 
 
 @pytest.mark.parametrize(
