@@ -720,3 +720,58 @@ def test_the_stems_input_transpose_in_l1_splits_over_the_dmas(monkeypatch):
     a = only_output(new, model, 2)
     assert np.array_equal(a.view(np.uint32), only_output(old, model, 0).view(np.uint32))
     assert timed_cycles(new.nem) < 0.95 * timed_cycles(whole.nem)
+
+
+STRIDED_STORE = """device "npm_pro_x1.nem"
+
+program strided:
+
+buffer X : DDR (size=262144, align=64)
+buffer Y : DDR (size=262144, align=64)
+buffer C : DDR (size=131072, align=64)
+buffer x : L1[0] (size=131072, align=64)
+buffer y : L1[0] (size=131072, align=64)
+buffer z : L1[0] (size=16384, align=64)
+
+s = transfer.async(dst=region(C, 0, 116736) elem=f32, shape=[8, 4, 128], strides=[4096, 128, 1], src=region(z, 0, 16384) elem=f32, shape=[8, 4, 128], layout=HWC)
+loop i in [0..3] @max_in_flight(2):
+  ld = transfer.async(dst=region(x, (i mod 2) * 65536, 65536) elem=f32, shape=[8, 16, 128], layout=HWC, src=region(X, i * 65536, 65536) elem=f32, shape=[8, 16, 128], layout=HWC, deps=[s])
+  r = relu.async in region(x, (i mod 2) * 65536, 65536) elem=f32, shape=[8, 16, 128], layout=HWC out region(y, (i mod 2) * 65536, 65536) elem=f32, shape=[8, 16, 128], layout=HWC deps=[ld]
+  st = transfer.async(dst=region(Y, i * 65536, 65536) elem=f32, shape=[8, 16, 128], layout=HWC, src=region(y, (i mod 2) * 65536, 65536) elem=f32, shape=[8, 16, 128], layout=HWC, deps=[r])
+  wait(st)
+endloop
+o = transfer.async(dst=region(C, 2048, 116736) elem=f32, shape=[8, 4, 128], strides=[4096, 128, 1], src=region(z, 0, 16384) elem=f32, shape=[8, 4, 128], layout=HWC, deps=[s])
+wait(o)
+"""
+"""A 16 KiB store `s` into a channel slice of a wider tensor `C` (a
+concatenation's, D-COMPILE-CONCAT-IN-PLACE: 114 KiB spanned) made before a
+tile loop whose loads and a statement after the loop consume its token."""
+
+
+def test_a_strided_store_spanning_min_once_leaves_the_loop_its_tokens():
+    """Session 34 (SqueezeNet's fire8 expand1x1 stores into the fire8
+    concatenation, 344 KB spanned and 43 KB moved each, held 12 of 32
+    tokens across the fire8 expand3x3 tile loop, whose 147 KB weight copies
+    then ran whole on one DMA): only a transfer *moving* `min-once` keeps
+    its slices' tokens from the loops (`reserved`).  Under 8 tokens and a
+    64 KiB `min-once`, `s` spans it but moves 16 KiB: the loop's two
+    iterations in flight get (8 - 1) // 2 = 3 tokens, so its load and store
+    take 2 slices each and `s` what is left; reserved (as when it moves
+    `min-once`: 16 KiB here), `s` took 4 slices and the body's copies stayed
+    whole (the rule before session 34, on spans).  The same bits under
+    random schedules, race-free (`nem-verify`), fewer cycles, within the
+    limit, and a second run changes nothing."""
+    held = _split(STRIDED_STORE, max_tokens=8, min_moved=0, min_once=1 << 14)
+    assert "deps=[s_1, s_2, s_3, s_4]" in held and "ld_1" not in held and "wait(st)" in held
+    out = _split(STRIDED_STORE, max_tokens=8, min_moved=0, min_once=1 << 16)
+    assert "s_4" not in out
+    assert "deps=[ld_1, ld_2]" in out and "wait(st_1, st_2)" in out
+    (prog,) = programs(parse_nem(out, str(LIT)))
+    assert max_live_tokens(prog) <= 8
+    (y_held, cycles_held), (y_out, cycles_out) = (
+        _run_seeded(held, X=65536, z=4096),
+        _run_seeded(out, X=65536, z=4096),
+    )
+    assert np.array_equal(y_out, y_held) and y_out.any()
+    assert cycles_out < cycles_held
+    assert _split(out, max_tokens=8, min_moved=0, min_once=1 << 16) == out

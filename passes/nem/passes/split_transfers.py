@@ -58,7 +58,7 @@ used by anything but `deps` or `wait`.  The split adds live tokens (k instead of
 original token's live interval, D-TOK-LIVE), and the program must stay
 within the device's `SEQ.max_active_tokens` (DEV-17): `choose_splits`
 budgets them, loop bodies first (they run many times; the program's own
-transfers spanning `min-once`, made once, hold their slices' tokens at each
+transfers moving `min-once`, made once, hold their slices' tokens at each
 loop first: a layer's weights staged before its tile loop), then each block's
 transfers share the tokens left, one slice at a time to the one whose
 slices are the largest (`share`: fewer slices than the DMAs, or none).
@@ -394,12 +394,24 @@ class Choice:
             # a use this pass cannot rewrite: the transfer stays whole
             and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
         ]
-        # the program's own transfers spanning `min-once` (made once: a
+        # the program's own transfers moving `min-once` (made once: a
         # layer's weights on the path to its first tile) keep their slices'
         # tokens from its loops; the smaller ones (`min-single`) take what
-        # the loops leave, as the loops' own copies of that size do
+        # the loops leave, as the loops' own copies of that size do.  Moved,
+        # not spanned (session 34): a store into a concatenation's channel
+        # slice spans the rows of the wider tensor (SqueezeNet's fire8
+        # expand1x1: 344 KB spanned, 43 KB moved) and held 12 tokens of 32
+        # across the next layer's tile loop, whose weight copies then ran
+        # whole on one DMA
         held = (
-            reserved([f for f in found if self._plan(f[0], self.min_once)], len(counts))
+            reserved(
+                [
+                    f
+                    for f in found
+                    if self._plan(f[0], self.min_once) and moved_bytes(f[0]) >= self.min_once
+                ],
+                len(counts),
+            )
             if runs == 1
             else None
         )
