@@ -7,7 +7,8 @@ test_lowering_memref_hints.py, test_lowering_async_groups.py,
 test_lowering_async_awaits.py, test_lowering_declare_buffers.py,
 test_lowering_declare_allocations.py, test_lowering_fold_index_arith.py);
 so must `nem-compile` of the ONNX samples (`sample_before_and_after`).  A
-handler two of them keep as it was lives here (`old_alloc`)."""
+handler two of them keep as it was lives here (`old_alloc`), and the table
+before `arith.addi`/`subi` left it (`WITH_ADD_SUB`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from xdsl.context import Context
-from xdsl.dialects import func, memref
+from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass, PassPipeline
@@ -31,6 +32,8 @@ from nem.frontends.upstream_dialects import parse_mlir
 from nem.passes.driver import run_pipeline
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
+from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.lowering.index_ops import lower_index_binop
 from nem.passes.lowering.memref_roots import only_dma_tags
 from nem.passes.lowering.passes import LowerToNemPass, PreparedConversionPass
 from nem.passes.lowering.state import BlockState, Handler, Lowering
@@ -115,6 +118,17 @@ def before(
         return tuple(out)
 
     return edit
+
+
+WITH_ADD_SUB: dict[type[Operation], Handler] = {
+    **HANDLERS,
+    arith.AddiOp: lower_index_binop,
+    arith.SubiOp: lower_index_binop,
+}
+"""The conversion's table before `arith.addi`/`subi` left it (D-LOW-AFFINE,
+session 34): a pipeline without `nem-fold-index-arith`, or without
+`nem-mark-tile-loops` (the fold then leaves the tile loops' bodies), hands
+them to the conversion."""
 
 
 def old_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockState) -> None:

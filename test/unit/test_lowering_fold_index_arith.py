@@ -1,12 +1,13 @@
 """`nem-fold-index-arith` (D-LOW-AFFINE): the `arith` index arithmetic the
 conversion evaluated op by op becomes `affine.apply`s with composed maps
 before it (issue 36 item 1), in the tile loops `nem-mark-tile-loops` marks
-too (test_lowering_mark_tile_loops.py).  The conversion's table keeps its
-entries: what the fold leaves (D-LOW-AFFINE) is evaluated there.
+too (test_lowering_mark_tile_loops.py).  The conversion's table keeps the
+entries of what the fold may leave (D-LOW-AFFINE), evaluated there; not
+`arith.addi`/`subi`, always folded (session 34).
 
 The differential test across that rewrite: `lower-to-nem` prints the same
 `.nem` and the same remarks or errors as the pipeline before it, without
-the pass and with the conversion's old handler (kept in lowering_diff.py),
+the pass and with the conversion's old handlers (lowering_diff.WITH_ADD_SUB),
 on every lowering input with index arithmetic; so does `nem-compile` of the
 ONNX samples.  What is not affine stays, rejected by the conversion with
 the same words at the same place."""
@@ -21,6 +22,7 @@ from lowering_diff import (
     INPUTS,
     LIT_MLIR,
     MLIR_INPUTS,
+    WITH_ADD_SUB,
     Outcome,
     assert_unchanged,
     before,
@@ -33,14 +35,13 @@ from xdsl.dialects import affine
 from nem.compile.lower import xdsl_context
 from nem.frontends.upstream_dialects import parse_mlir
 from nem.passes.lowering.fold_index_arith import FoldIndexArithPass
-from nem.passes.lowering.handlers import HANDLERS
 from nem.passes.lowering.passes import preparation
 
-_edit = before(FoldIndexArithPass, HANDLERS)
+_edit = before(FoldIndexArithPass, WITH_ADD_SUB)
 
 
 def _before(text: str, entry: str) -> Outcome:
-    """`lower` as before the pass: without it, the old handler in the table."""
+    """`lower` as before the pass: without it, the old handlers in the table."""
     return lower(text, entry, _edit)
 
 
@@ -166,19 +167,20 @@ func.func @main(%A: memref<48xf32>, %B: memref<48xf32>) {
 """
 """A min whose operand is `arith` on the loop's variable: its candidates
 (16, 40 - %T) differ in the last iteration, which the conversion's peeling
-decision (`nonuniform_minmax`) sees only through an apply."""
+decision (`nonuniform_minmax`) reads through the `arith` as through an apply
+(session 34)."""
 
 
-def test_what_bounds_a_partial_tile_stays_as_written() -> None:
-    """An `arith` op that is an operand of a min/max (or of one through
-    applies) stays: rewritten, the conversion's peeling decision would read
-    through it (it evaluates applies, not `arith`) and peel a loop it
-    rejected at the min before the pass (session 33)."""
+def test_what_bounds_a_partial_tile_is_folded_and_peeled() -> None:
+    """An `arith` op that is an operand of a min/max is rewritten like any
+    other: the peeling decision reads `arith` as it reads applies, so the
+    loop is peeled with the pass as without it (session 33 left the op as
+    written, and the program was rejected at the min both ways)."""
     text = BOUNDS_A_PARTIAL_TILE
-    assert "arith.addi %T, %c4" in _folded(text, "main")
+    assert "arith.addi" not in _folded(text, "main")
     new = lower(text, "main")
     assert new == _before(text, "main")
-    assert new[0] is None and "differ across iterations" in new[1][0][1]
+    assert new[0] is not None and "partial last tile peeled" in new[1][0][1]
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn", "resblock", "transformer"])
@@ -190,7 +192,7 @@ def test_the_samples_compile_to_the_same_program(name: str, monkeypatch, tmp_pat
         name,
         FoldIndexArithPass,
         lambda o: isinstance(o, affine.ApplyOp),
-        HANDLERS,
+        WITH_ADD_SUB,
         monkeypatch,
         tmp_path,
     )

@@ -18,12 +18,17 @@ from pathlib import Path
 import mlir_sources
 import numpy as np
 import pytest
+from lowering_diff import WITH_ADD_SUB, before, lower
 from mlir_tools import SKIP_REASON, find_mlir_opt
 
+from nem.passes.lowering.fold_index_arith import FoldIndexArithPass
 from nem.runtime import NemInterpreter
 
 INPUTS = Path(__file__).resolve().parents[1] / "lit/lowering/Inputs"
 FIXTURE = INPUTS / "eltwise_partial_tiled.mlir"
+
+_no_fold = before(FoldIndexArithPass, WITH_ADD_SUB)
+"""`lower-to-nem` without `nem-fold-index-arith`: the conversion evaluates the `arith`."""
 
 
 def _lower(src: Path, out: Path, options: str = "") -> subprocess.CompletedProcess:
@@ -349,3 +354,51 @@ def test_strided_row_past_the_memref_end_outside_a_peeled_tile(tmp_path):
         ],
     )
     assert "narrowed to rows of 21 of 24 elements" in remark
+
+
+MIN_OF_OFFSET = """
+func.func @main(%A: memref<48xf32>, %B: memref<48xf32>) {
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  affine.for %T = 0 to 48 step 16 {
+OFFSET
+    %m = affine.min affine_map<(d0) -> (16, -d0 + 44)>(%o)
+    %s = memref.subview %A[%T] [%m] [1] : memref<48xf32> to memref<?xf32, strided<[1], offset: ?>>
+    %d = memref.subview %B[%T] [%m] [1] : memref<48xf32> to memref<?xf32, strided<[1], offset: ?>>
+    memref.copy %s, %d : memref<?xf32, strided<[1], offset: ?>> to memref<?xf32, strided<[1], offset: ?>>
+  }
+  return
+}
+"""
+"""A copy of `A[T : T + min(16, 40 - T)]` per tile of 16: the last tile is
+partial (8 elements), the min's operand `%o = T + 4` computed by `OFFSET`."""
+
+ARITH_OFFSET = """\
+    %d2 = arith.muli %T, %c2 : index
+    %e = arith.subi %d2, %T : index
+    %o = arith.addi %e, %c4 : index"""
+APPLY_OFFSET = "    %o = affine.apply affine_map<(d0) -> (d0 * 2 - d0 + 4)>(%T)"
+
+
+@pytest.mark.slow  # 3 s
+def test_a_min_of_arith_peels_as_a_min_of_an_apply(tmp_path):
+    """The peeling decision reads `arith.muli`/`subi`/`addi` as it reads
+    an `affine.apply` (D-LOW-AFFINE, session 34; before, the `arith` form
+    was rejected at the min, the apply form peeled): both forms lower to
+    the same `.nem`, with the pipeline and with the conversion alone (no
+    `nem-fold-index-arith`: the conversion evaluates the `arith`), and the
+    peeled program copies exactly the 40 elements the tiles cover."""
+    outs = []
+    for name, offset in (("arith", ARITH_OFFSET), ("apply", APPLY_OFFSET)):
+        src, out = tmp_path / f"{name}.mlir", tmp_path / f"{name}.nem"
+        src.write_text(MIN_OF_OFFSET.replace("OFFSET", offset))
+        r = _lower(src, out)
+        assert r.returncode == 0, r.stderr
+        assert "partial last tile peeled" in r.stderr
+        outs.append(out.read_text())
+    assert outs[0] == outs[1] and "shape=[8]" in outs[0]
+    unfolded = lower(MIN_OF_OFFSET.replace("OFFSET", ARITH_OFFSET), "main", _no_fold)
+    assert unfolded[0] == outs[0]
+    a, b = _run_copy(tmp_path / "arith.nem", (48,))
+    assert np.array_equal(b[:40].view(np.uint32), a[:40].view(np.uint32))
+    assert np.isnan(b[40:]).all()

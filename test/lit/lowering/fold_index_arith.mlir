@@ -18,10 +18,10 @@
 // CHECK-NEXT:     %w = affine.apply affine_map<(d0) -> (((d0 + 2) floordiv 3))> (%l)
 // CHECK-NEXT:     %l5 = affine.apply affine_map<(d0) -> ((d0 + -5))> (%l)
 // CHECK-NEXT:     %f = affine.apply affine_map<(d0) -> (((d0 + -5) floordiv 2))> (%l)
-// An operand of a min (through an apply) is left: the peeling decision reads
-// through applies, not arith (session 33).
-// CHECK-NEXT:     %e = arith.addi %l, %c4 : index
-// CHECK-NEXT:     %e2 = affine.apply affine_map<(d0) -> ((d0 * 2))> (%e)
+// An operand of a min (through an apply) is folded too: the peeling decision
+// reads arith as it reads applies (session 34; left as written in session 33).
+// CHECK-NEXT:     %e = affine.apply affine_map<(d0) -> ((d0 + 4))> (%l)
+// CHECK-NEXT:     %e2 = affine.apply affine_map<(d0) -> (((d0 * 2) + 8))> (%l)
 // CHECK:          %n = arith.divsi %k, %c4 : index
 // A product of two indices, a division by 0 and arith on i32: left; the
 // product of the first by a constant takes it as an operand.

@@ -201,3 +201,27 @@ func.func @rerolled(%A: memref<64xf32>, %B: memref<64xf32>) {
   } {nem.max_in_flight = 2 : i64}
   return
 }
+
+// -----
+
+// An arith operand of a min whose last tile is partial, in a structural loop: folded like any other
+// (session 34; session 33 left it as written for the conversion's arith.addi, now out of its table),
+// and the loop peeled as its apply form is: the peeling decision reads arith as applies.
+// CHECK-LABEL: func.func @min_of_arith(
+// CHECK:          %o = affine.apply affine_map<(d0) -> ((d0 + 4))> (%T)
+// CHECK-NEXT:     %m = affine.min
+// NEM-LABEL:  program min_of_arith:
+// NEM:        loop T in [0..1]:
+// NEM-NEXT:     copy1 = transfer.sync(dst=region(B, T * 64, 64) elem=f32, shape=[16]
+// NEM:        copy2 = transfer.sync(dst=region(B, 128, 32) elem=f32, shape=[8]
+func.func @min_of_arith(%A: memref<48xf32>, %B: memref<48xf32>) {
+  %c4 = arith.constant 4 : index
+  affine.for %T = 0 to 48 step 16 {
+    %o = arith.addi %T, %c4 : index
+    %m = affine.min affine_map<(d0) -> (16, -d0 + 44)>(%o)
+    %s = memref.subview %A[%T] [%m] [1] : memref<48xf32> to memref<?xf32, strided<[1], offset: ?>>
+    %d = memref.subview %B[%T] [%m] [1] : memref<48xf32> to memref<?xf32, strided<[1], offset: ?>>
+    memref.copy %s, %d : memref<?xf32, strided<[1], offset: ?>> to memref<?xf32, strided<[1], offset: ?>>
+  }
+  return
+}

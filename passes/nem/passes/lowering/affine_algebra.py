@@ -326,19 +326,62 @@ def depends_on(
     return False
 
 
+INDEX_BINOPS: tuple[type[Operation], ...] = (
+    arith.AddiOp,
+    arith.SubiOp,
+    arith.MuliOp,
+    arith.DivSIOp,
+    arith.RemSIOp,
+    arith.FloorDivSIOp,
+    arith.DivUIOp,
+    arith.RemUIOp,
+    arith.CeilDivSIOp,
+)
+"""The `arith` ops the lowering evaluates on `index` values (`arith_value`)."""
+
+
+def arith_value(op: Operation, a: Aff, b: Aff) -> Aff:
+    """The value of `arith` index op `op` (one of `INDEX_BINOPS`) on operand
+    values `a`, `b`; raises ValueError (the reason) when it is not affine
+    there.  The one home of that arithmetic: the conversion's handler
+    (`index_ops.index_binop`, which rejects at `op` with the reason), the
+    marks' walk and the peeling decision (`resolve_index` with `arith`)."""
+    if isinstance(op, arith.AddiOp):
+        return a + b
+    if isinstance(op, arith.SubiOp):
+        return a - b
+    if isinstance(op, arith.MuliOp):
+        if not (a.is_const() or b.is_const()):
+            raise ValueError("product of two non-constant indices is not affine")
+        return a.scale(b.const) if b.is_const() else b.scale(a.const)
+    if not b.is_const() or b.const <= 0:
+        raise ValueError("division by a non-constant or non-positive value")
+    if not isinstance(op, arith.FloorDivSIOp) and not a.nonneg():
+        raise ValueError("signed division of a possibly negative index")
+    if isinstance(op, arith.RemSIOp | arith.RemUIOp):
+        return a.mod(b.const)
+    if isinstance(op, arith.CeilDivSIOp):
+        return (a + Aff.c(b.const - 1)).floordiv(b.const)
+    return a.floordiv(b.const)
+
+
 IndexEnv = Mapping[SSAValue, Aff]
 
 
-def resolve_index(v: SSAValue, *envs: IndexEnv) -> Aff | None:
+def resolve_index(v: SSAValue, *envs: IndexEnv, arith_ops: bool = False) -> Aff | None:
     """The affine value of index `v`: from the first environment that binds
-    it, else through `affine.apply` and index constants; None when it depends
-    on anything else (e.g. the variable of a loop not lowered yet)."""
+    it, else through `affine.apply` and index constants, and with
+    `arith_ops` through the `arith` index ops as well (`arith_value`: the
+    peeling decision reads a value computed by `arith` as the same value
+    computed by an apply, D-LOW-AFFINE session 34); None when it depends on
+    anything else (e.g. the variable of a loop not lowered yet) or is not
+    affine."""
     for env in envs:
         if v in env:
             return env[v]
     owner = v.owner
     if isinstance(owner, affine.ApplyOp):
-        args = [resolve_index(o, *envs) for o in owner.mapOperands]
+        args = [resolve_index(o, *envs, arith_ops=arith_ops) for o in owner.mapOperands]
         if any(a is None for a in args):
             return None
         return eval_map(owner.map.data, [a for a in args if a is not None])[0]
@@ -346,4 +389,12 @@ def resolve_index(v: SSAValue, *envs: IndexEnv) -> Aff | None:
         value = owner.value
         assert isinstance(value, IntegerAttr)
         return Aff.c(value.value.data)
+    if arith_ops and isinstance(owner, INDEX_BINOPS) and isinstance(v.type, IndexType):
+        a, b = (resolve_index(o, *envs, arith_ops=True) for o in owner.operands)
+        if a is None or b is None:
+            return None
+        try:
+            return arith_value(owner, a, b)
+        except ValueError:
+            return None  # (rejected where the conversion evaluates it)
     return None

@@ -21,10 +21,10 @@ from xdsl.ir.affine import AffineMap
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
-from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
+from nem.passes.lowering.affine_algebra import INDEX_BINOPS, Aff, Var, eval_map
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.escape import LINALG_OPS
-from nem.passes.lowering.index_ops import INDEX_BINOPS, index_binop, minmax_value
+from nem.passes.lowering.index_ops import index_binop, minmax_value
 from nem.passes.lowering.loops import MapEvaluator, full_tile_count, loop_bounds, partial_of
 from nem.passes.lowering.memref_roots import MemrefRoots
 from nem.passes.lowering.peeled_loops import PeeledLoops

@@ -33,11 +33,10 @@ prove affine with the loops' ranges (a variable of a one-iteration loop is
 conversion evaluates (a loop variable, the result of index arithmetic,
 an async `index` payload, which it binds before any user or rejects at
 its await or execute): else the conversion rejects it, at the op, as before.
-Nor is one that is, directly or through applies, an operand of an
-`affine.min`/`max` or of a loop with a min/max bound: the conversion's
-peeling decision (`partial_tiles.nonuniform_minmax`) reads those operands
-through applies but not `arith`, so rewritten it could peel a loop it did
-not peel before (`_bounds_a_partial_tile`).
+An operand of an `affine.min`/`max` or of a loop with a min/max bound is
+rewritten too: the conversion's peeling decision
+(`partial_tiles.nonuniform_minmax`) reads `arith` as it reads applies
+(`resolve_index` with `arith_ops`, session 34), so it peels what it peeled.
 
 Ops in an outlined kernel or a pure loop nest are not rewritten (as
 `nem-rewrite-views`): their kernels, or the nest's raising, read them.
@@ -64,7 +63,6 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
 from nem.passes.lowering.affine_algebra import Aff, Dim, eval_affine_expr
-from nem.passes.lowering.partial_tiles import is_partial_bound
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.view_ops import LoweredOneByOne
 
@@ -214,27 +212,10 @@ class IndexArithToApply(RewritePattern):
             args = [comp.expr(v) for v in op.mapOperands]
             return m.results[0].replace_dims_and_symbols(args[: m.num_dims], args[m.num_dims :])
         if isinstance(op, _ARITH) and isinstance(op.results[0].type, IndexType):
-            if not self.lowered(op) or _bounds_a_partial_tile(op.results[0]):
+            if not self.lowered(op):
                 return None
             return _arith_expr(op, comp)
         return None
-
-
-def _bounds_a_partial_tile(v: SSAValue) -> bool:
-    """Whether `v` is, directly or through `affine.apply`s, an operand of
-    an `affine.min`/`max` or of an `affine.for` with a min/max bound (the
-    ops `partial_tiles.nonuniform_minmax` reads to decide whether a loop's
-    last tile is peeled).  That decision evaluates applies
-    (`resolve_index`) but not `arith`: an `arith` op rewritten there could
-    turn a loop the conversion lowered once (and rejected at its min/max)
-    into a peeled one, so it stays as written."""
-    for use in v.uses:
-        user = use.operation
-        if is_partial_bound(user):
-            return True
-        if isinstance(user, affine.ApplyOp) and _bounds_a_partial_tile(user.result):
-            return True
-    return False
 
 
 @dataclass(frozen=True)

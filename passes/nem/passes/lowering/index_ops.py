@@ -12,27 +12,13 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Operation
 
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
-from nem.passes.lowering.affine_algebra import Aff, pick_minmax
+from nem.passes.lowering.affine_algebra import INDEX_BINOPS, Aff, arith_value, pick_minmax
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.partial_tiles import minmax_map
 
 if TYPE_CHECKING:
     from nem.passes.lowering.loops import MapEvaluator
     from nem.passes.lowering.state import BlockState, Handler, Lowering
-
-
-INDEX_BINOPS: tuple[type[Operation], ...] = (
-    arith.AddiOp,
-    arith.SubiOp,
-    arith.MuliOp,
-    arith.DivSIOp,
-    arith.RemSIOp,
-    arith.FloorDivSIOp,
-    arith.DivUIOp,
-    arith.RemUIOp,
-    arith.CeilDivSIOp,
-)
-"""The `arith` ops the conversion evaluates on `index` values (`index_binop`)."""
 
 
 def lower_constant(lw: Lowering, op: arith.ConstantOp, st: BlockState) -> None:
@@ -44,12 +30,23 @@ def lower_constant(lw: Lowering, op: arith.ConstantOp, st: BlockState) -> None:
         lw.ctx.env[op.result] = Aff.c(value.value.data)
 
 
+LEFT_BY_THE_FOLD: tuple[type[Operation], ...] = tuple(
+    o for o in INDEX_BINOPS if o not in (arith.AddiOp, arith.SubiOp)
+)
+"""The `arith` index ops the conversion takes (`lower_index_binop`): those
+`nem-fold-index-arith` may leave where ops are lowered one by one.  Not
+`addi`/`subi`, always affine, so always folded there (or one of their
+operands' ops rejected first); a loop the fold leaves unmarked because its
+copies disagree is a unit-step point nest, whose bodies lowered one by one
+hold only applies, constants and loops (`tile_loops._point_nest`)
+(D-LOW-AFFINE, session 34)."""
+
+
 def lower_index_binop(lw: Lowering, op: Operation, st: BlockState) -> None:
     """`arith` integer arithmetic on `index` values (affine or rejected):
     what `nem-fold-index-arith` left (D-LOW-AFFINE): a product or division
-    the loops' ranges (or a payload's value) make affine, the body of a
-    loop `nem-mark-tile-loops` did not decide (one in a loop that may be
-    peeled, a re-rolled pipeline), or what is not affine."""
+    the loops' ranges (or a payload's value) make affine, or what is not
+    affine."""
     if not isinstance(op.results[0].type, IndexType):
         raise reject(op, "unsupported operation")
     ctx = lw.ctx
@@ -61,23 +58,10 @@ def index_binop(op: Operation, a: Aff, b: Aff) -> Aff:
     """The value of `arith` index op `op` (one of `INDEX_BINOPS`) on operand
     values `a`, `b`; rejected at `op` when it is not affine there.  The
     conversion's handler, and `nem-mark-tile-loops`' walk ahead of it."""
-    if isinstance(op, arith.AddiOp):
-        return a + b
-    if isinstance(op, arith.SubiOp):
-        return a - b
-    if isinstance(op, arith.MuliOp):
-        if not (a.is_const() or b.is_const()):
-            raise reject(op, "product of two non-constant indices is not affine")
-        return a.scale(b.const) if b.is_const() else b.scale(a.const)
-    if not b.is_const() or b.const <= 0:
-        raise reject(op, "division by a non-constant or non-positive value")
-    if not isinstance(op, arith.FloorDivSIOp) and not a.nonneg():
-        raise reject(op, "signed division of a possibly negative index")
-    if isinstance(op, arith.RemSIOp | arith.RemUIOp):
-        return a.mod(b.const)
-    if isinstance(op, arith.CeilDivSIOp):
-        return (a + Aff.c(b.const - 1)).floordiv(b.const)
-    return a.floordiv(b.const)
+    try:
+        return arith_value(op, a, b)
+    except ValueError as e:
+        raise reject(op, str(e)) from None
 
 
 def lower_apply(lw: Lowering, op: affine.ApplyOp, st: BlockState) -> None:
@@ -109,7 +93,7 @@ def minmax_value(op: Operation, evaluate: MapEvaluator) -> Aff:
 
 HANDLERS: dict[type[Operation], Handler] = {
     arith.ConstantOp: lower_constant,
-    **dict.fromkeys(INDEX_BINOPS, lower_index_binop),
+    **dict.fromkeys(LEFT_BY_THE_FOLD, lower_index_binop),
     affine.ApplyOp: lower_apply,
     affine.MinOp: lower_minmax,
     AffineMaxOp: lower_minmax,

@@ -167,7 +167,10 @@ def nonuniform_minmax(
 ) -> Operation | None:
     """The first affine.min/max (op or min/max loop bound) in the body of
     `op` whose winning candidate is not the same in every iteration: the
-    last tile is partial and is peeled (D-LOW-PEEL)."""
+    last tile is partial and is peeled (D-LOW-PEEL).  Its operands are read
+    through applies and `arith` index ops alike (`resolve_index` with
+    `arith_ops`): the same value, the same peel, whether
+    `nem-fold-index-arith` rewrote them or not (D-LOW-AFFINE, session 34)."""
     x = lb + Aff.atom(Var(None, "x", trip)).scale(step)
     outside = OutsideEnv(env, op)
     local: dict[SSAValue, Aff] = {op.body.block.args[0]: x}
@@ -184,7 +187,7 @@ def nonuniform_minmax(
             else:
                 continue
             for m, operands, is_min in bounds:
-                vals = [resolve_index(v, local, outside) for v in operands]
+                vals = [resolve_index(v, local, outside, arith_ops=True) for v in operands]
                 if len(m.results) < 2 or any(v is None for v in vals):
                     continue
                 try:
