@@ -102,17 +102,18 @@ def conv3x3_model(hw: int, c: int, f: int):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def conv1x1_relu_model(hw: int, c: int, f: int):
+def conv1x1_relu_model(hw: int, c: int, f: int, group: int = 1):
     """A 1x1 convolution with bias and a Relu, `c` to `f` channels over `hw` x
-    `hw` pixels, seeded random weights (test_tile_time, test_share_buffers)."""
+    `hw` pixels in `group` groups, seeded random weights (test_tile_time,
+    test_share_buffers, test_nmu_split)."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.uniform(-1, 1, (f, c, 1, 1)).astype(np.float32), "w")
+    w = numpy_helper.from_array(rng.uniform(-1, 1, (f, c // group, 1, 1)).astype(np.float32), "w")
     b = numpy_helper.from_array(rng.uniform(-1, 1, (f,)).astype(np.float32), "b")
     nodes = [
-        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", group=group),
         helper.make_node("Relu", ["c"], ["y"], name="relu"),
     ]
     g = helper.make_graph(

@@ -11,7 +11,12 @@ import pytest
 
 pytest.importorskip("mlir.ir")
 
-from compile_runs import conv3x3_model, only_output, timed_cycles  # noqa: E402
+from compile_runs import (  # noqa: E402
+    conv1x1_relu_model,
+    conv3x3_model,
+    only_output,
+    timed_cycles,
+)
 from mlir import ir  # noqa: E402
 
 from nem.compile import compile_onnx, nmu_split  # noqa: E402
@@ -60,7 +65,7 @@ def _split(
                 f"{c.attributes[nmu_split.PART] if nmu_split.PART in c.attributes else '-'}"
                 + (f" {c.attributes[nmu_split.BAND]}" if nmu_split.BAND in c.attributes else "")
                 for c in (o.operation for o in block.operations)
-                if c.name == nmu_split.CONV
+                if c.name in (nmu_split.CONV, nmu_split.GENERIC)
             ]
     finally:
         nmu_split.MIN_MACS = old
@@ -97,6 +102,44 @@ def test_straight_line_convolutions_split_apart_from_looped_ones():
         "array<i64: 4, 8>",
     ]
     assert _split(2, looped=False) == ["memref<1x18x16x8xf32, 2> -> memref<1x8x14x32xf32, 2> -"]
+
+
+GROUPED = """
+#x = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1 * 2 + d5, d2 + d6, d3, d7)>
+#w = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d3, d4, d5, d6, d7)>
+#y = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d2, d3, d4)>
+func.func @f(%x: memref<1x15x7x1x64xf32, 2>, %w: memref<1x64x3x1x64xf32, 2>,
+             %y: memref<1x7x7x1x64xf32, 2>) {
+  linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel",
+      "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %w : memref<1x15x7x1x64xf32, 2>, memref<1x64x3x1x64xf32, 2>)
+      outs(%y : memref<1x7x7x1x64xf32, 2>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+"""
+
+
+def test_a_grouped_convolutions_part_splits_in_bands_of_rows():
+    """A grouped convolution's engine part, generalized by the tile stage
+    (one group, 3x1 window, stride 2 in rows): 7 output rows in bands of 4
+    and 3, reading input rows 0-8 and 8-14, as the dense one would."""
+    assert _split(2, text=GROUPED, looped=False) == [
+        "memref<1x9x7x1x64xf32, strided<[6720, 448, 64, 64, 1]>, 2> -> "
+        "memref<1x4x7x1x64xf32, strided<[3136, 448, 64, 64, 1]>, 2> 0 : i64 array<i64: 0, 7>",
+        "memref<1x7x7x1x64xf32, strided<[6720, 448, 64, 64, 1], offset: 3584>, 2> -> "
+        "memref<1x3x7x1x64xf32, strided<[3136, 448, 64, 64, 1], offset: 1792>, 2> 1 : i64 "
+        "array<i64: 4, 7>",
+    ]
+    # any other map (here W's channels swapped) is not a convolution the split knows
+    other = GROUPED.replace("(d3, d4, d5, d6, d7)", "(d3, d7, d5, d6, d4)")
+    assert _split(2, text=other, looped=False) == [
+        "memref<1x15x7x1x64xf32, 2> -> memref<1x7x7x1x64xf32, 2> -"
+    ]
 
 
 def test_small_convolutions_and_one_nmu_stay_whole():
@@ -170,3 +213,26 @@ def test_a_straight_line_convolution_runs_on_both_nmus(monkeypatch):
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < 0.9 * timed_cycles(old.nem)
+
+
+@pytest.mark.slow  # two compiles and three runs of a small conv
+def test_a_grouped_convolutions_parts_run_on_both_nmus(monkeypatch):
+    """ShuffleNet's grouped 1x1s at 7x7 (issue 35, session 34): 544 to 544
+    channels in 4 groups, one group per engine, one tile, so each part ran
+    on one of its engine's two NMUs.  Now in two bands of rows, each in its
+    rows of one scratch, one add per part as before: bit-identical to the
+    one-NMU program (the split kept off by `MIN_MACS`), in fewer timed
+    cycles (3,438 -> 3,058)."""
+    model = conv1x1_relu_model(7, 544, 544, group=4)
+    new = compile_onnx(model, device="npm_pro_x1")
+    monkeypatch.setattr(nmu_split, "MIN_MACS", 1 << 62)
+    old = compile_onnx(model, device="npm_pro_x1")
+    assert "loop " not in new.nem
+    assert new.nem.count("conv2d.async") == 2 * old.nem.count("conv2d.async") == 8
+    assert _adds(new.nem) == _adds(old.nem) == 4
+    bands = _band_outputs(new.nem)
+    assert all(_apart(a, b) for a, b in zip(bands[::2], bands[1::2], strict=True))
+    assert np.array_equal(
+        only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
+    )
+    assert timed_cycles(new.nem) < 0.95 * timed_cycles(old.nem)

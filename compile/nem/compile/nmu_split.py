@@ -30,9 +30,21 @@ second part then waited for the first one's add, and the parts ran in
 turn).  Convolutions in tile loops are split only with `--split-units`
 (D-COMPILE-SPLIT-OPT), after the DMA split; straight-line ones always
 (`looped=False`: a few tasks per convolution, not per iteration).
+
+A grouped convolution's engine part (`conv_2d_nhwgc_gfhwc`, which the tile
+stage generalizes: a `linalg.generic` with its maps, X `N x H x W x G x C`,
+W `G x F x KH x KW x C`, Y `N x OH x OW x G x F`) splits the same way, on
+dimension 1 of X and Y (session 34: ShuffleNet's grouped 1x1s at 7x7 ran
+one group per engine, one tile, on one NMU of two).  The maps alone make
+it exact: each output element reduces over its own window and channels
+only, whatever the body, so a band computes the same sums in the same
+order; the lowering's window raising gives its bands the same one scratch
+(`raise_windows`).
 """
 
 from __future__ import annotations
+
+import re
 
 from mlir import ir
 from mlir.dialects import memref
@@ -48,6 +60,14 @@ PART = "nem_part"
 BAND = "nem_band"
 """`[first output row, output rows of the whole convolution]` of a part."""
 CONV = "linalg.conv_2d_nhwc_hwcf"
+GENERIC = "linalg.generic"
+_LOOPS = "(d0, d1, d2, d3, d4, d5, d6, d7) -> "
+_GROUPED_X = re.compile(
+    re.escape(_LOOPS)
+    + r"\(d0, d1(?: \* (\d+))? \+ d5(?: \* (\d+))?, d2(?: \* \d+)? \+ d6(?: \* \d+)?, d3, d7\)"
+)
+_GROUPED_WY = (_LOOPS + "(d3, d4, d5, d6, d7)", _LOOPS + "(d0, d1, d2, d3, d4)")
+_GROUPED_ITERS = ["parallel"] * 5 + ["reduction"] * 3
 
 
 def _fast(t: ir.Type) -> bool:
@@ -64,17 +84,44 @@ def _pair(op: ir.Operation, name: str) -> tuple[int, int]:
     return int(vals[0]), int(vals[1])
 
 
+def _rows(op: ir.Operation) -> tuple[int, int, int] | None:
+    """(window rows, row stride, row dilation) of a convolution the split
+    takes: the named dense one, or a generic with the grouped one's maps
+    (the module doc); None for any other op."""
+    if op.name == CONV:
+        return op.operands[1].type.shape[0], _pair(op, "strides")[0], _pair(op, "dilations")[0]
+    if op.name != GENERIC or "indexing_maps" not in op.attributes:
+        return None
+    maps = [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    iters = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
+    if len(maps) != 3 or tuple(maps[1:]) != _GROUPED_WY or len(iters) != len(_GROUPED_ITERS):
+        return None
+    if any(kind not in t for kind, t in zip(_GROUPED_ITERS, iters, strict=True)):
+        return None
+    found = _GROUPED_X.fullmatch(maps[0])
+    if found is None:
+        return None
+    return op.operands[1].type.shape[2], int(found[1] or 1), int(found[2] or 1)
+
+
 def _bands(op: ir.Operation, nmus: int, looped: bool) -> list[tuple[int, int]] | None:
     """The (first row, rows) of each part's output band, or None (kept whole,
     or not in a tile loop as `looped` asks)."""
-    if op.name != CONV or len(op.operands) != 3 or PART in op.attributes or in_loop(op) != looped:
+    if len(op.operands) != 3 or PART in op.attributes or _rows(op) is None:
+        return None
+    if in_loop(op) != looped:
         return None
     x, w, y = (v.type for v in op.operands)
     if not (_fast(x) and _fast(w) and _fast(y)):
         return None
-    n, oh, ow, f = y.shape
-    kh, kw, c, _ = w.shape
-    if n != 1 or oh < 2 or n * oh * ow * f * kh * kw * c < MIN_MACS:
+    n, oh = y.shape[0], y.shape[1]
+    window = 1  # the multiply-accumulates per output element: W's size over its output channels
+    for d in w.shape:
+        window *= d
+    macs = window // (w.shape[3] if op.name == CONV else w.shape[0] * w.shape[1])
+    for d in y.shape:
+        macs *= d
+    if n != 1 or oh < 2 or macs < MIN_MACS:
         return None
     k = min(nmus, oh)
     if k < 2:
@@ -101,17 +148,15 @@ def split_convs(fn: ir.Operation, nmus: int, looped: bool = True) -> int:
     for op, bands in todo:
         x, w, y = op.operands
         xs, ys = list(x.type.shape), list(y.type.shape)
-        kh = w.type.shape[0]
-        sh, _ = _pair(op, "strides")
-        dh, _ = _pair(op, "dilations")
+        rows_of = _rows(op)
+        assert rows_of is not None
+        kh, sh, dh = rows_of
         with op.location:
             for j, (r0, m) in enumerate(bands):
                 ip = ir.InsertionPoint(op)
                 rows = (m - 1) * sh + (kh - 1) * dh + 1
-                xv = memref.subview(
-                    x, [0, r0 * sh, 0, 0], [xs[0], rows, xs[2], xs[3]], [1, 1, 1, 1], ip=ip
-                )
-                yv = memref.subview(y, [0, r0, 0, 0], [ys[0], m, ys[2], ys[3]], [1, 1, 1, 1], ip=ip)
+                xv = _band(x, xs, r0 * sh, rows, ip)
+                yv = _band(y, ys, r0, m, ip)
                 new = op.clone(ip)
                 new.operands[0] = xv
                 new.operands[2] = yv
@@ -119,3 +164,11 @@ def split_convs(fn: ir.Operation, nmus: int, looped: bool = True) -> int:
                 new.attributes[BAND] = ir.DenseI64ArrayAttr.get([r0, ys[1]])
         op.erase()
     return len(todo)
+
+
+def _band(v: ir.Value, shape: list[int], first: int, rows: int, ip: ir.InsertionPoint) -> ir.Value:
+    """`rows` rows of `v` (dimension 1) from row `first`, all of the rest."""
+    ones = [1] * len(shape)
+    offsets = [0] * len(shape)
+    offsets[1] = first
+    return memref.subview(v, offsets, [shape[0], rows, *shape[2:]], ones, ip=ip)

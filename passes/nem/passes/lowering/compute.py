@@ -13,19 +13,19 @@ one escape-hatch task, D-LOW-OUTLINE).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xdsl.dialects.builtin import DenseArrayBase, MemRefType
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from nem.dialect.builder import NemBuilder
 from nem.dialect.ops import ComputeOp
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering.access_bounds import check_access_bounds
+from nem.passes.lowering.accumulators import accumulator
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.broadcasts import BroadcastPlan, broadcast_leaf, emit_broadcast
-from nem.passes.lowering.context import Band, LoweringContext
+from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.escape import emit_escape, linalg_operands, location_text
@@ -509,55 +509,6 @@ def _lower_softmax(lw: Lowering, op: Operation, stg: Staging, st: BlockState, wh
     ctx.summary.raised.append(f"{what} -> softmax")
 
 
-@dataclass(frozen=True)
-class Accumulator:
-    """Where a convolution (or a band of one) accumulates (D-LOW-ACCUM):
-    `view`, from element `start`; and the output rows `adds` = (from, to)
-    relative to the band's first row that its `add` covers, None when a
-    later band adds them."""
-
-    view: View
-    start: Aff
-    adds: tuple[int, int] | None
-
-
-def _accumulator(ctx: LoweringContext, op: Operation, yv: View, shape: list[int]) -> Accumulator:
-    """The scratch a convolution accumulates its output of `shape` in, and
-    which rows its `add` covers.  A band of a split convolution (`nem_part`
-    j, `nem_band` = [first row, rows of the whole output]) gets its rows of
-    one scratch shaped as the whole output, which the bands share
-    (`ctx.bands`, kept across the top-level statements at which the driver
-    clears `ctx.scratch`), and only the last band adds, all the bands' rows
-    at once: the scratch is live over every band, so `nem-share-buffers`
-    never puts two bands' rows on the same bytes (with a scratch per band
-    it did, and the second band waited for the first one's add), and one
-    `add` token is live after the bands, as after a whole convolution, not
-    one per band (straight-line code holds them to the next loop, within
-    the 32 tokens the weight slices need).  Every band takes the same path
-    (conv2d + add: its legality is a function of the element types alone),
-    so the pending rows run from row 0 to the last band's first."""
-    band = op.attributes.get("nem_band")
-    if not isinstance(band, DenseArrayBase) or "nem_part" not in op.attributes:
-        tv = scratch(ctx, yv, shape, op)
-        return Accumulator(tv, tv.base, (0, shape[1]))
-    row0, rows = (int(v) for v in band.get_values())
-    whole = [shape[0], rows, *shape[2:]]
-    context = ctx.executes[-1] if ctx.executes else None
-    key = (yv.buffer, yv.level.data, tuple(whole), yv.elem, context)
-    found = ctx.bands.get(key)
-    if row0 == 0 or found is None or not ctx.is_declared(found.view.buffer):
-        found = ctx.bands[key] = Band(scratch(ctx, yv, whole, op, ident=1000), (0, 0))
-    tv = found.view
-    lo, hi = found.pending if found.pending[1] == row0 else (row0, row0)
-    end = row0 + shape[1]
-    start = tv.base + Aff.c(row0 * tv.strides[1])
-    if end < rows:  # a later band adds these rows
-        found.pending = (lo, end)
-        return Accumulator(tv, start, None)
-    found.pending = (0, 0)
-    return Accumulator(tv, start, (lo - row0, end - row0))
-
-
 def _lower_conv(
     lw: Lowering,
     op: Operation,
@@ -592,7 +543,7 @@ def _lower_conv(
         return
     with b.located(op.location):
         shape = region_shape(y_reg)
-        acc = _accumulator(ctx, op, yv, shape)
+        acc = accumulator(ctx, op, yv, shape)
         tv = acc.view
         t_reg = region(ctx, b, tv, acc.start, shape, tv.strides, op, "NHWC")
         conv = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from xdsl.ir import Operation, SSAValue
 
+from nem.passes.lowering.accumulators import Accumulator, accumulator
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.emit import region
@@ -47,6 +48,19 @@ def window_region(
     """The region of `acc` with the plan's logical axes; `group` (the
     position of the channel axis, the group loop's memref dimension and
     extent) widens that axis to all groups (D-LOW-GROUPCONV)."""
+    vw, start, shape, strides = _window_box(ctx, acc, axes, anchor, group)
+    return region(ctx, b, vw, start, shape, strides, anchor, layout), vw
+
+
+def _window_box(
+    ctx: LoweringContext,
+    acc: WAccess,
+    axes: tuple[Axis, ...],
+    anchor: Operation,
+    group: tuple[int, int, int] | None,
+) -> tuple[View, Aff, list[int], list[int]]:
+    """`window_region`'s view, first element, shape and strides (a band's
+    `add` shifts them by rows: `_emit_window`)."""
     vw = ctx.view(acc.memref, anchor)
     start = vw.base
     for ix, s in zip(acc.index, vw.strides):
@@ -56,7 +70,7 @@ def window_region(
     if group is not None:
         k, gdim, gsize = group
         shape[k], strides[k] = _merged(shape[k], strides[k], gsize, vw.strides[gdim])
-    return region(ctx, b, vw, start, shape, strides, anchor, layout), vw
+    return vw, start, shape, strides
 
 
 def _merged(size: int, stride: int, gsize: int, gstride: int) -> tuple[int, int]:
@@ -161,12 +175,20 @@ def _emit_window(
                 ctx.summary.raised.append(f"{what} -> conv2d{grouped} (accumulating bias)")
                 return
         shape = region_shape(y_reg)
-        tv = scratch(ctx, yv, shape, anchor)
-        t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, anchor, "NHWC")
-        if plan.kind == "conv2d":
+        if plan.kind == "conv2d":  # a band of a split one: its rows of one scratch
+            acc = accumulator(ctx, anchor, yv, shape)
+            tv = acc.view
+            t_reg = region(ctx, b, tv, acc.start, shape, tv.strides, anchor, "NHWC")
             main = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)
-            combine = b.compute("add", [y_reg, t_reg], [y_reg])
+            if acc.adds is None:  # a later band adds these rows
+                combine = None
+            elif acc.adds == (0, shape[1]):  # its own rows: not split, or the rows before lost
+                combine = b.compute("add", [y_reg, t_reg], [y_reg])
+            else:
+                combine = _add_rows(ctx, b, plan, anchor, acc)
         else:
+            tv = scratch(ctx, yv, shape, anchor)
+            t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, anchor, "NHWC")
             main = b.compute(
                 "maxpool",
                 [x_reg],
@@ -181,7 +203,7 @@ def _emit_window(
     why = (
         illegal(ctx, main)
         or (saturating_add(yv.elem) if plan.kind == "conv2d" else None)
-        or illegal(ctx, combine)
+        or (illegal(ctx, combine) if combine is not None else _add_illegal(ctx, yv, tv))
     )
     if why is not None and plan.kind == "maxpool":
         stg.drop()
@@ -192,11 +214,39 @@ def _emit_window(
         return emit_escape(lw, anchor, st, why, what)
     stg.commit(st)
     name_task(ctx, main, plan.kind)
-    name_task(ctx, combine, "add" if plan.kind == "conv2d" else "max")
+    if combine is not None:  # (a band before the last adds nothing)
+        name_task(ctx, combine, "add" if plan.kind == "conv2d" else "max")
     ctx.summary.raised.append(
         f"{what} -> {plan.kind}{grouped} + "
         f"{'add' if plan.kind == 'conv2d' else 'max'} (accumulation)"
     )
+
+
+def _add_rows(
+    ctx: LoweringContext, b: NemBuilder, plan: WindowPlan, anchor: Operation, acc: Accumulator
+) -> SSAValue:
+    """`add in Y, T out Y` over the rows `acc.adds` of the last band of a
+    split convolution (relative to its first row: the bands before it too,
+    D-COMPILE-NMU-SPLIT)."""
+    g = plan.group
+    yv, start, shape, strides = _window_box(
+        ctx, plan.y, plan.y_axes, anchor, None if g is None else (3, g.y, g.size)
+    )
+    assert acc.adds is not None
+    lo, hi = acc.adds
+    rows = [shape[0], hi - lo, *shape[2:]]
+    tv = acc.view
+    y_add = region(ctx, b, yv, start + Aff.c(lo * strides[1]), rows, strides, anchor, "NHWC")
+    t_add = region(
+        ctx, b, tv, acc.start + Aff.c(lo * tv.strides[1]), rows, tv.strides, anchor, "NHWC"
+    )
+    return b.compute("add", [y_add, t_add], [y_add])
+
+
+def _add_illegal(ctx: LoweringContext, yv: View, tv: View) -> str | None:
+    """Why the last band's `add` would have no variant (asked of an earlier
+    band, which builds none: every band takes the same path)."""
+    return ctx.legality.why_not("add", [yv.elem, tv.elem], [yv.elem])
 
 
 def _combine_over_offsets(
