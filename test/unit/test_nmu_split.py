@@ -192,15 +192,24 @@ def _adds(nem: str) -> int:
     return len(re.findall(r"= add\.async", nem))
 
 
-@pytest.mark.slow  # two compiles and three runs of a small conv
-def test_a_straight_line_convolution_runs_on_both_nmus(monkeypatch):
-    """DenseNet-121's 3x3 128 -> 32 convolutions at 14x14 (issue 35): one tile
-    per engine part, no tile loop, so they ran on one of the engine's two
-    NMUs.  Now in two bands, each in its rows of one scratch (disjoint
-    bytes, so the bands run at once) and one add per part as before (one
-    token, not two, held to the next loop): bit-identical to the one-NMU
-    program (the split kept off by `MIN_MACS`), in fewer timed cycles."""
-    model = conv3x3_model(14, 128, 32)
+@pytest.mark.slow  # two compiles and three runs of a small conv, each
+@pytest.mark.parametrize(
+    "model, faster",
+    [
+        pytest.param(lambda: conv3x3_model(14, 128, 32), 0.9, id="dense-3x3"),
+        pytest.param(lambda: conv1x1_relu_model(7, 544, 544, group=4), 0.95, id="grouped-1x1"),
+    ],
+)
+def test_a_straight_line_convolution_runs_on_both_nmus(monkeypatch, model, faster):
+    """One tile per engine part, no tile loop, so each part ran on one of its
+    engine's two NMUs (issue 35): DenseNet-121's 3x3 128 -> 32 convolutions
+    at 14x14, and ShuffleNet's grouped 1x1s at 7x7 (544 to 544 channels in 4
+    groups, one group per engine; session 34, 3,438 -> 3,058 cycles).  Now
+    in two bands, each in its rows of one scratch (disjoint bytes, so the
+    bands run at once) and one add per part as before (one token, not two,
+    held to the next loop): bit-identical to the one-NMU program (the split
+    kept off by `MIN_MACS`), in fewer timed cycles."""
+    model = model()
     new = compile_onnx(model, device="npm_pro_x1")
     monkeypatch.setattr(nmu_split, "MIN_MACS", 1 << 62)
     old = compile_onnx(model, device="npm_pro_x1")
@@ -212,27 +221,4 @@ def test_a_straight_line_convolution_runs_on_both_nmus(monkeypatch):
     assert np.array_equal(
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
-    assert timed_cycles(new.nem) < 0.9 * timed_cycles(old.nem)
-
-
-@pytest.mark.slow  # two compiles and three runs of a small conv
-def test_a_grouped_convolutions_parts_run_on_both_nmus(monkeypatch):
-    """ShuffleNet's grouped 1x1s at 7x7 (issue 35, session 34): 544 to 544
-    channels in 4 groups, one group per engine, one tile, so each part ran
-    on one of its engine's two NMUs.  Now in two bands of rows, each in its
-    rows of one scratch, one add per part as before: bit-identical to the
-    one-NMU program (the split kept off by `MIN_MACS`), in fewer timed
-    cycles (3,438 -> 3,058)."""
-    model = conv1x1_relu_model(7, 544, 544, group=4)
-    new = compile_onnx(model, device="npm_pro_x1")
-    monkeypatch.setattr(nmu_split, "MIN_MACS", 1 << 62)
-    old = compile_onnx(model, device="npm_pro_x1")
-    assert "loop " not in new.nem
-    assert new.nem.count("conv2d.async") == 2 * old.nem.count("conv2d.async") == 8
-    assert _adds(new.nem) == _adds(old.nem) == 4
-    bands = _band_outputs(new.nem)
-    assert all(_apart(a, b) for a, b in zip(bands[::2], bands[1::2], strict=True))
-    assert np.array_equal(
-        only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
-    )
-    assert timed_cycles(new.nem) < 0.95 * timed_cycles(old.nem)
+    assert timed_cycles(new.nem) < faster * timed_cycles(old.nem)
