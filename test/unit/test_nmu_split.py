@@ -20,6 +20,8 @@ from compile_runs import (  # noqa: E402
 from mlir import ir  # noqa: E402
 
 from nem.compile import compile_onnx, nmu_split  # noqa: E402
+from nem.compile.conv_forms import DENSE  # noqa: E402
+from nem.compile.conv_forms import GROUPED as GROUPED_FORM  # noqa: E402
 
 TILED = """
 func.func @f(%x: memref<1x18x16x8xf32>, %w: memref<3x3x8x32xf32>, %y: memref<1x8x14x32xf32>) {
@@ -65,7 +67,7 @@ def _split(
                 f"{c.attributes[nmu_split.PART] if nmu_split.PART in c.attributes else '-'}"
                 + (f" {c.attributes[nmu_split.BAND]}" if nmu_split.BAND in c.attributes else "")
                 for c in (o.operation for o in block.operations)
-                if c.name in (nmu_split.CONV, nmu_split.GENERIC)
+                if c.name in (DENSE.name, "linalg.generic")
             ]
     finally:
         nmu_split.MIN_MACS = old
@@ -140,6 +142,46 @@ def test_a_grouped_convolutions_part_splits_in_bands_of_rows():
     assert _split(2, text=other, looped=False) == [
         "memref<1x15x7x1x64xf32, 2> -> memref<1x7x7x1x64xf32, 2> -"
     ]
+
+
+NAMED_GROUPED = """
+func.func @f(%x: memref<1x40x40x4x4xf32>, %w: memref<4x4x3x2x4xf32>, %y: memref<1x7x9x4x4xf32>) {
+  linalg.conv_2d_nhwgc_gfhwc {strides = dense<[2, 3]> : tensor<2xi64>, dilations = dense<[3, 2]> : tensor<2xi64>}
+    ins(%x, %w : memref<1x40x40x4x4xf32>, memref<4x4x3x2x4xf32>) outs(%y : memref<1x7x9x4x4xf32>)
+  return
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "window"),
+    [
+        ("", "", ([2, 3], [3, 2])),
+        # a constant offset, a third loop in the row, a window loop on the wrong side
+        ("d1 * 2 + d5 * 3", "d1 * 2 + d5 * 3 + 1", None),
+        ("d1 * 2 + d5 * 3", "d1 * 2 + d5 * 3 + d7", None),
+        ("d2 * 3 + d6 * 2", "d2 * 3 + d5 * 2", None),
+        # W's or Y's channel loops swapped
+        ("-> (d3, d4, d5, d6, d7)", "-> (d3, d7, d5, d6, d4)", None),
+        ("-> (d0, d1, d2, d3, d4)>", "-> (d0, d1, d2, d4, d3)>", None),
+        # the channel reduction made a parallel loop
+        ('"reduction"]', '"parallel"]', None),
+    ],
+)
+def test_the_grouped_form_reads_upstreams_generalized_convolution(old, new, window):
+    """`conv_forms.GROUPED.window` (what `_rows` asks) reads the strides
+    and dilations off the maps MLIR's own `linalg-generalize-named-ops`
+    gives the grouped named op, by structure, and rejects any other map."""
+    from mlir.passmanager import PassManager
+
+    with ir.Context():
+        m = ir.Module.parse(NAMED_GROUPED)
+        PassManager.parse("builtin.module(func.func(linalg-generalize-named-ops))").run(m.operation)
+        text = str(m)
+        assert old in text
+        m = ir.Module.parse(text.replace(old, new))
+        (op,) = (o for o in m.body.operations[0].regions[0].blocks[0] if o.name == "linalg.generic")
+        assert GROUPED_FORM.window(op.operation) == window
 
 
 def test_small_convolutions_and_one_nmu_stay_whole():

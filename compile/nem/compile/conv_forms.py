@@ -65,6 +65,36 @@ class Form:
             return f"affine_map<{self.dims()} -> (d3, d4, d{kh}, d{kw}, d{c})>"
         return f"affine_map<{self.dims()} -> (d{kh}, d{kw}, d{c}, d3)>"
 
+    def output_map(self) -> str:
+        """The output's map over the loops: its parallel loops in order."""
+        return f"affine_map<{self.dims()} -> ({', '.join(f'd{i}' for i in range(self.rank))})>"
+
+    def iterator_types(self) -> list[str]:
+        return ["parallel"] * self.rank + ["reduction"] * len(self.reduction)
+
+    def window(self, op: ir.Operation) -> tuple[list[int], list[int]] | None:
+        """(strides, dilations) of `op` when it is this form's convolution as
+        a `linalg.generic` (the tile stage generalizes the grouped one):
+        X's row and column results read as `d1 * s + dkh * d` and
+        `d2 * s + dkw * d`, then all three maps and the iterator types
+        compared with the ones this form builds from those (so any other
+        map, even one printing alike, is None)."""
+        if op.name != "linalg.generic" or "indexing_maps" not in op.attributes:
+            return None
+        maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        if len(maps) != 3 or maps[0].n_dims != self.loops or len(maps[0].results) < 3:
+            return None
+        kh, kw, _ = self.reduction
+        rows, cols = (_coefficients(maps[0].results[i]) for i in (1, 2))
+        if rows is None or cols is None or set(rows) != {1, kh} or set(cols) != {2, kw}:
+            return None
+        s, d = [rows[1], cols[2]], [rows[kh], cols[kw]]
+        want = [self.input_map(s, d), self.weight_map(), self.output_map()]
+        iters = [ir.Attribute.parse(f"#linalg.iterator_type<{i}>") for i in self.iterator_types()]
+        if maps != [ir.AffineMapAttr(ir.Attribute.parse(m)).value for m in want]:
+            return None
+        return (s, d) if list(ir.ArrayAttr(op.attributes["iterator_types"])) == iters else None
+
     def channel_map(self, n: int) -> str:
         """The bias's map over `n` loops: its output channel."""
         dims = ", ".join(f"d{i}" for i in range(n))
@@ -122,14 +152,16 @@ class Form:
         into `out` at `ip`, in the generic form `linalg-generalize-named-ops`
         gives the named op (`o + x * w`): a fused tile's grouped convolution
         as the tiling makes the unfused one's."""
-        out_map = f"affine_map<{self.dims()} -> ({', '.join(f'd{i}' for i in range(self.rank))})>"
-        iters = ["parallel"] * self.rank + ["reduction"] * len(self.reduction)
         op = linalg.GenericOp(
             [],
             [x, w],
             [out],
-            ir.ArrayAttr.get([ir.AffineMapAttr(ir.Attribute.parse(m)) for m in [*maps, out_map]]),
-            ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{i}>") for i in iters]),
+            ir.ArrayAttr.get(
+                [ir.AffineMapAttr(ir.Attribute.parse(m)) for m in [*maps, self.output_map()]]
+            ),
+            ir.ArrayAttr.get(
+                [ir.Attribute.parse(f"#linalg.iterator_type<{i}>") for i in self.iterator_types()]
+            ),
             ip=ip,
         )
         f32 = ir.F32Type.get()
@@ -152,6 +184,25 @@ def conv_output(v: ir.Value) -> bool:
 def conv_output_view(view: ir.Value, v: ir.Value) -> bool:
     """Whether `view` of `v` is a grouped convolution's output."""
     return any(u.name == GROUPED.name and GROUPED.output(u) == v for u in users_of(view))
+
+
+def _coefficients(e: ir.AffineExpr) -> dict[int, int] | None:
+    """{dimension: coefficient} of `e` when it is a sum of distinct
+    dimensions each times a constant (or once), else None."""
+    if isinstance(e, ir.AffineDimExpr):
+        return {e.position: 1}
+    if (
+        isinstance(e, ir.AffineMulExpr)
+        and isinstance(e.lhs, ir.AffineDimExpr)
+        and isinstance(e.rhs, ir.AffineConstantExpr)
+    ):
+        return {e.lhs.position: e.rhs.value}
+    if isinstance(e, ir.AffineAddExpr):
+        lhs, rhs = _coefficients(e.lhs), _coefficients(e.rhs)
+        if lhs is None or rhs is None or lhs.keys() & rhs.keys():
+            return None
+        return lhs | rhs
+    return None
 
 
 def _splits_channels(view: ir.Operation) -> bool:

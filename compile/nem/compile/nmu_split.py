@@ -44,11 +44,10 @@ order; the lowering's window raising gives its bands the same one scratch
 
 from __future__ import annotations
 
-import re
-
 from mlir import ir
 from mlir.dialects import memref
 
+from nem.compile.conv_forms import DENSE, GROUPED
 from nem.compile.dma_split import in_loop
 from nem.compile.target import FAST_SPACE
 from nem.passes.split_rule import even_parts
@@ -59,15 +58,6 @@ latency and the extra add would outweigh the halved compute)."""
 PART = "nem_part"
 BAND = "nem_band"
 """`[first output row, output rows of the whole convolution]` of a part."""
-CONV = "linalg.conv_2d_nhwc_hwcf"
-GENERIC = "linalg.generic"
-_LOOPS = "(d0, d1, d2, d3, d4, d5, d6, d7) -> "
-_GROUPED_X = re.compile(
-    re.escape(_LOOPS)
-    + r"\(d0, d1(?: \* (\d+))? \+ d5(?: \* (\d+))?, d2(?: \* \d+)? \+ d6(?: \* \d+)?, d3, d7\)"
-)
-_GROUPED_WY = (_LOOPS + "(d3, d4, d5, d6, d7)", _LOOPS + "(d0, d1, d2, d3, d4)")
-_GROUPED_ITERS = ["parallel"] * 5 + ["reduction"] * 3
 
 
 def _fast(t: ir.Type) -> bool:
@@ -87,21 +77,18 @@ def _pair(op: ir.Operation, name: str) -> tuple[int, int]:
 def _rows(op: ir.Operation) -> tuple[int, int, int] | None:
     """(window rows, row stride, row dilation) of a convolution the split
     takes: the named dense one, or a generic with the grouped one's maps
-    (the module doc); None for any other op."""
-    if op.name == CONV:
-        return op.operands[1].type.shape[0], _pair(op, "strides")[0], _pair(op, "dilations")[0]
-    if op.name != GENERIC or "indexing_maps" not in op.attributes:
+    (the module doc, `conv_forms.GROUPED.window`); None for any other op."""
+    if op.name == DENSE.name:
+        return (
+            op.operands[1].type.shape[DENSE.weight_reduction[0]],
+            _pair(op, "strides")[0],
+            _pair(op, "dilations")[0],
+        )
+    window = GROUPED.window(op)
+    if window is None:
         return None
-    maps = [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    iters = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
-    if len(maps) != 3 or tuple(maps[1:]) != _GROUPED_WY or len(iters) != len(_GROUPED_ITERS):
-        return None
-    if any(kind not in t for kind, t in zip(_GROUPED_ITERS, iters, strict=True)):
-        return None
-    found = _GROUPED_X.fullmatch(maps[0])
-    if found is None:
-        return None
-    return op.operands[1].type.shape[2], int(found[1] or 1), int(found[2] or 1)
+    strides, dilations = window
+    return op.operands[1].type.shape[GROUPED.weight_reduction[0]], strides[0], dilations[0]
 
 
 def _bands(op: ir.Operation, nmus: int, looped: bool) -> list[tuple[int, int]] | None:
@@ -118,7 +105,7 @@ def _bands(op: ir.Operation, nmus: int, looped: bool) -> list[tuple[int, int]] |
     window = 1  # the multiply-accumulates per output element: W's size over its output channels
     for d in w.shape:
         window *= d
-    macs = window // (w.shape[3] if op.name == CONV else w.shape[0] * w.shape[1])
+    macs = window // (w.shape[3] if op.name == DENSE.name else w.shape[0] * w.shape[1])
     for d in y.shape:
         macs *= d
     if n != 1 or oh < 2 or macs < MIN_MACS:
