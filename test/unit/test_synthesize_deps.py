@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from nem.analysis.hazard_finder import find_hazards, find_races
 from nem.analysis.token_liveness import check_tokens, max_live_tokens
 from nem.dialect.builder import Expr, ProgramBuilder, Sym
-from nem.dialect.ops import LoopOp, ProgramOp, TaskOp
+from nem.dialect.ops import LoopOp, ProgramOp, TaskOp, WaitOp
 from nem.frontends.nem_text import print_nem
 from nem.passes.synthesize_deps import synthesize
 from nem.runtime import NemInterpreter
@@ -189,6 +189,29 @@ def check_synthesized(items, limit: int) -> None:
     results, diff = it.run_schedules(3, seed=7)
     assert all(r.status == "completed" and r.race_count == 0 for r in results)
     assert diff is None
+
+
+def test_fit_waits_for_a_task_a_live_token_follows_not_the_oldest_store():
+    """Where the live tokens exceed the limit, the fit waits for tokens whose
+    tasks other live tasks depend on (they end first), not for the oldest: a
+    store that nothing live follows may run long (SqueezeNet's whole stores,
+    `wait(copy530)`: 165,210 -> 155,438 cycles, D-DEPS-SYNTH session 35)."""
+    items = [
+        Task("load", ((0, 0),), 0),
+        Task("store", ((0, 0),), 0),  # a0 stored: only the reload of a0 below follows it
+        Task("load", ((1, 0),), 1),
+        Task("relu", ((1, 0), (1, 1)), 0),
+        Task("relu", ((1, 0), (1, 2)), 0),  # 4 live: the store, b0's load and both relus
+        Task("add", ((1, 1), (1, 2), (1, 3)), 0),
+        Task("load", ((0, 0),), 2),
+    ]
+    prog = build(items)
+    synthesize(prog, 3, narrow_windows=True)
+    store = [o for o in prog.walk() if isinstance(o, TaskOp)][1]
+    waited = {t for w in prog.walk() if isinstance(w, WaitOp) for t in w.tokens}
+    assert store.results[0] not in waited  # the reload, not a wait, follows it
+    assert max_live_tokens(prog) <= 3
+    check_synthesized(items, 3)
 
 
 def test_windows_shrink_only_where_iterations_conflict():

@@ -24,8 +24,9 @@ D-TOK-LIVE).  Usable on any NEM program; `lower-to-nem` runs it on what
 4. Live tokens (DEV-17).  With the device's `SEQ.max_active_tokens` (or
    `max-tokens=N`), the liveness of `block_liveness` is walked statement by
    statement; where it exceeds the limit, a `wait` before that statement
-   ends the oldest live tokens (first those only the closing wait held),
-   and their later uses become redundant and are removed.  A loop whose
+   ends live tokens (first those only the closing wait held, then those a
+   later live task depends on, which end before it, then the oldest), and
+   their later uses become redundant and are removed.  A loop whose
    in-flight iterations alone exceed the limit gets its body fitted to
    `limit // iterations in flight`.
 
@@ -340,8 +341,18 @@ class Synthesizer:
             count = len(live) + nested[k]
             if count <= budget:
                 continue
-            # the oldest first, those only the closing wait holds before all
-            held = sorted((t for t in live if t is not op), key=lambda t: ends[t] != end_k)
+            # those only the closing wait holds first, then those a later live
+            # task depends on (the longest chain of them first: they end before
+            # it), the oldest first among equals; the tail of a chain, such as
+            # a long store nothing live follows yet, comes last (session 35)
+            height = dict.fromkeys(live, 0)
+            for t in reversed(live):
+                for p in _producers(t.deps):
+                    if p in height:
+                        height[p] = max(height[p], height[t] + 1)
+            held = sorted(
+                (t for t in live if t is not op), key=lambda t: (ends[t] != end_k, -height[t])
+            )
             sinks = sum(1 for t in held if ends[t] == end_k)
             take = held[: max(min(count - budget, len(held)), sinks)]
             if take:
