@@ -69,8 +69,10 @@ class Form:
         """The output's map over the loops: its parallel loops in order."""
         return f"affine_map<{self.dims()} -> ({', '.join(f'd{i}' for i in range(self.rank))})>"
 
-    def iterator_types(self) -> list[str]:
-        return ["parallel"] * self.rank + ["reduction"] * len(self.reduction)
+    def iterator_types(self) -> list[ir.Attribute]:
+        """The loops' iterator types: the output's parallel, then the reductions."""
+        kinds = ["parallel"] * self.rank + ["reduction"] * len(self.reduction)
+        return [ir.Attribute.parse(f"#linalg.iterator_type<{k}>") for k in kinds]
 
     def window(self, op: ir.Operation) -> tuple[list[int], list[int]] | None:
         """(strides, dilations) of `op` when it is this form's convolution as
@@ -90,10 +92,10 @@ class Form:
             return None
         s, d = [rows[1], cols[2]], [rows[kh], cols[kw]]
         want = [self.input_map(s, d), self.weight_map(), self.output_map()]
-        iters = [ir.Attribute.parse(f"#linalg.iterator_type<{i}>") for i in self.iterator_types()]
         if maps != [ir.AffineMapAttr(ir.Attribute.parse(m)).value for m in want]:
             return None
-        return (s, d) if list(ir.ArrayAttr(op.attributes["iterator_types"])) == iters else None
+        iters = list(ir.ArrayAttr(op.attributes["iterator_types"]))
+        return (s, d) if iters == self.iterator_types() else None
 
     def channel_map(self, n: int) -> str:
         """The bias's map over `n` loops: its output channel."""
@@ -159,9 +161,7 @@ class Form:
             ir.ArrayAttr.get(
                 [ir.AffineMapAttr(ir.Attribute.parse(m)) for m in [*maps, self.output_map()]]
             ),
-            ir.ArrayAttr.get(
-                [ir.Attribute.parse(f"#linalg.iterator_type<{i}>") for i in self.iterator_types()]
-            ),
+            ir.ArrayAttr.get(self.iterator_types()),
             ip=ip,
         )
         f32 = ir.F32Type.get()
