@@ -119,11 +119,12 @@ def test_lower_to_nem_prepares_its_input_once():
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
 
     steps = LowerToNemPass(entry="f").pipeline()
-    assert [p.name for p in steps[:14]] == [
+    assert [p.name for p in steps[:15]] == [
         "nem-raise-scf-for",
         "nem-drop-dead-arith",
         "nem-check-input-ranges",
         "nem-reroll-pipelines",
+        "nem-raise-memref-dmas",
         "nem-outline-kernels",
         "nem-drop-memref-hints",
         "nem-drop-async-groups",
@@ -136,6 +137,6 @@ def test_lower_to_nem_prepares_its_input_once():
         "convert-affine-to-nem",
     ]
     # the module-wide scf raise has no entry; every other step gets the pipeline's
-    assert [getattr(p, "entry", None) for p in steps[:14]] == [None] + ["f"] * 13
+    assert [getattr(p, "entry", None) for p in steps[:15]] == [None] + ["f"] * 14
     assert not [p for p in steps if isinstance(p, ConvertAffineToNemPass) and p.prepare]
     assert ConvertAffineToNemPass().prepare

@@ -185,12 +185,21 @@ class ViewOp(IRDLOperation):
             )
 
 
+REPLACES = "nem_lowering.replaces"
+"""The discardable attribute naming the op a preparation pass rewrote into
+an upstream op of another spelling (`memref.dma_start` -> `affine.dma_start`,
+`nem-raise-memref-dmas`): the name messages give it."""
+
+
 def written_name(op: Operation) -> str:
     """The name messages give `op`: a view op's is the name of the op it
     replaced (the user wrote a `memref.subview`, never this op), a declared
-    buffer's `memref.get_global` or allocation (`buffer_op`)."""
+    buffer's `memref.get_global` or allocation (`buffer_op`), an op carrying
+    `REPLACES` the name it holds."""
     if isinstance(op, ViewOp | BufferOp) and op.replaces is not None:
         return op.replaces.data
+    if isinstance(written := op.attributes.get(REPLACES), StringAttr):
+        return written.data
     if isinstance(op, BufferOp):  # the first of the get_globals it replaced
         return "memref.get_global"
     return op.name

@@ -27,6 +27,7 @@ def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.lowering.declare_buffers import DeclareBuffersPass
     from nem.passes.lowering.fold_index_arith import FoldIndexArithPass
     from nem.passes.lowering.mark_tile_loops import MarkTileLoopsPass
+    from nem.passes.lowering.memref_dmas import RaiseMemrefDmasPass
     from nem.passes.lowering.memref_hints import DropMemrefHintsPass
     from nem.passes.lowering.outline_kernels import OutlineKernelsPass
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
@@ -52,6 +53,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 DropDeadArithPass,
                 CheckInputRangesPass,
                 RerollPipelinesPass,
+                RaiseMemrefDmasPass,
                 OutlineKernelsPass,
                 DropMemrefHintsPass,
                 DropAsyncGroupsPass,

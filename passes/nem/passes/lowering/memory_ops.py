@@ -8,7 +8,7 @@ and reshapes are `nem_lowering.view`s by then, `memref_views.lower_view_op`),
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING
 
 from xdsl.dialects import affine, func, memref
 from xdsl.dialects.builtin import MemRefType
@@ -21,8 +21,6 @@ from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
     AffineDmaWaitOp,
-    MemRefDmaStartOp,
-    MemRefDmaWaitOp,
 )
 from nem.frontends.upstream_dialects.memref_copy import MemRefCopyOp
 from nem.passes.lowering.access_bounds import check_access_bounds
@@ -53,9 +51,6 @@ from nem.passes.lowering.views import (
 if TYPE_CHECKING:
     from nem.passes.lowering.context import LoweringContext
     from nem.passes.lowering.state import BlockState, Handler, Lowering
-
-DmaStart: TypeAlias = AffineDmaStartOp | MemRefDmaStartOp
-DmaWait: TypeAlias = AffineDmaWaitOp | MemRefDmaWaitOp
 
 
 # ---------------------------------------------------------------------------
@@ -226,15 +221,14 @@ def lower_scalar_access(lw: Lowering, op: Operation, st: BlockState) -> None:
 # ---------------------------------------------------------------------------
 
 
-def tag_slot(lw: Lowering, op: DmaStart | DmaWait) -> TagSlot:
-    if isinstance(op, AffineDmaStartOp | AffineDmaWaitOp):
-        idx = lw.ctx.affine(op, op.tag_map.data, tuple(op.tag_operands))
-    else:
-        idx = [lw.ctx.index(v, op) for v in op.tag_indices]
+def tag_slot(lw: Lowering, op: AffineDmaStartOp | AffineDmaWaitOp) -> TagSlot:
+    """A DMA's tag memref and the slot its map gives (a `memref.dma_*` is
+    one with identity maps by now: `nem-raise-memref-dmas`)."""
+    idx = lw.ctx.affine(op, op.tag_map.data, tuple(op.tag_operands))
     return TagSlot(op.tag, tuple(idx))
 
 
-def lower_dma_start(lw: Lowering, op: DmaStart, st: BlockState) -> None:
+def lower_dma_start(lw: Lowering, op: AffineDmaStartOp, st: BlockState) -> None:
     """`dma_start` -> `transfer.async` of typed regions (D-LOW-REGION),
     clipped or narrowed for partial tiles (D-LOW-PEEL)."""
     st.tags.start(op, tag_slot(lw, op))
@@ -243,20 +237,16 @@ def lower_dma_start(lw: Lowering, op: DmaStart, st: BlockState) -> None:
         st.builder.transfer(dst, src, name=lw.ctx.names.token("dma"))
 
 
-def lower_dma_wait(lw: Lowering, op: DmaWait, st: BlockState) -> None:
+def lower_dma_wait(lw: Lowering, op: AffineDmaWaitOp, st: BlockState) -> None:
     """Checks the pairing; the ordering it stood for is synthesized."""
     st.tags.wait(op, tag_slot(lw, op))
 
 
-def dma_regions(lw: Lowering, op: DmaStart, st: BlockState) -> tuple[SSAValue, SSAValue]:
+def dma_regions(lw: Lowering, op: AffineDmaStartOp, st: BlockState) -> tuple[SSAValue, SSAValue]:
     """(src region, dst region) of a DMA start."""
     ctx = lw.ctx
-    if isinstance(op, AffineDmaStartOp):
-        sidx = ctx.affine(op, op.src_map.data, tuple(op.src_operands))
-        didx = ctx.affine(op, op.dst_map.data, tuple(op.dst_operands))
-    else:
-        sidx = [ctx.index(v, op) for v in op.src_indices]
-        didx = [ctx.index(v, op) for v in op.dst_indices]
+    sidx = ctx.affine(op, op.src_map.data, tuple(op.src_operands))
+    didx = ctx.affine(op, op.dst_map.data, tuple(op.dst_operands))
     sv, dv = ctx.view(op.src, op), ctx.view(op.dst, op)
     if sv.elem != dv.elem:
         raise reject(op, f"DMA from {sv.elem} to {dv.elem} would convert element types")
@@ -306,9 +296,7 @@ HANDLERS: dict[type[Operation], Handler] = {
     memref.CopyOp: lower_copy,
     MemRefCopyOp: lower_copy,
     AffineDmaStartOp: lower_dma_start,
-    MemRefDmaStartOp: lower_dma_start,
     AffineDmaWaitOp: lower_dma_wait,
-    MemRefDmaWaitOp: lower_dma_wait,
     **{
         cls: lower_scalar_access
         for cls in (

@@ -41,8 +41,6 @@ from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
     AffineDmaWaitOp,
-    MemRefDmaStartOp,
-    MemRefDmaWaitOp,
 )
 
 
@@ -71,9 +69,9 @@ def only_dma_tags(v: SSAValue) -> bool:
 
 
 def _is_tag_use(u: Operation, v: SSAValue) -> bool:
-    if isinstance(u, AffineDmaStartOp | MemRefDmaStartOp):
+    if isinstance(u, AffineDmaStartOp):
         return u.tag == v and u.src != v and u.dst != v
-    return isinstance(u, AffineDmaWaitOp | MemRefDmaWaitOp)
+    return isinstance(u, AffineDmaWaitOp)
 
 
 def _static_shape(t: MemRefType) -> tuple[int, ...] | None:

@@ -7,6 +7,8 @@
         nem-drop-dead-arith{entry=F}               (D-LOW-DEAD-ARITH)
         nem-check-input-ranges{entry=F}            (D-INT-RANGE)
         nem-reroll-pipelines{entry=F}              (D-LOW-PIPE: pipelined loops -> one loop)
+        nem-raise-memref-dmas{entry=F}             (D-LOW-DMA: memref.dma_start, dma_wait ->
+                                                    affine ones, identity maps)
         nem-outline-kernels{entry=F}               (D-LOW-OUTLINE: nests that escape on every
                                                     target -> nem_lowering.kernel)
         nem-drop-memref-hints{entry=F}             (D-LOW-MEMREF-HINTS: deallocs, alignment hints)
@@ -86,6 +88,7 @@ from nem.passes.lowering.driver import Lowerer
 from nem.passes.lowering.fold_index_arith import FoldIndexArithPass
 from nem.passes.lowering.handlers import HANDLERS
 from nem.passes.lowering.mark_tile_loops import MarkTileLoopsPass
+from nem.passes.lowering.memref_dmas import RaiseMemrefDmasPass
 from nem.passes.lowering.memref_hints import DropMemrefHintsPass
 from nem.passes.lowering.outline_kernels import OutlineKernelsPass
 from nem.passes.lowering.prepare import (
@@ -139,6 +142,7 @@ def preparation(
         DropDeadArithPass(entry),
         CheckInputRangesPass(entry),
         RerollPipelinesPass(entry),
+        RaiseMemrefDmasPass(entry),
         OutlineKernelsPass(entry),
         DropMemrefHintsPass(entry),
         DropAsyncGroupsPass(entry),
@@ -165,10 +169,10 @@ class ConvertAffineToNemPass(LoweringOptions):
       pipeline-tiles: two iterations in flight for tile loops that allocate their L1 buffers
 
     Its input is first prepared by `nem-raise-scf-for`, `nem-drop-dead-arith`,
-    `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-outline-kernels`,
-    `nem-drop-memref-hints`, `nem-drop-async-groups`, `nem-drop-token-awaits`,
-    `nem-rewrite-views`, `nem-declare-buffers`, `nem-declare-allocations`,
-    `nem-mark-tile-loops` and `nem-fold-index-arith` (`preparation`), so that run alone
+    `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-raise-memref-dmas`,
+    `nem-outline-kernels`, `nem-drop-memref-hints`, `nem-drop-async-groups`,
+    `nem-drop-token-awaits`, `nem-rewrite-views`, `nem-declare-buffers`,
+    `nem-declare-allocations`, `nem-mark-tile-loops` and `nem-fold-index-arith` (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).

@@ -14,8 +14,6 @@ from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
     AffineDmaWaitOp,
-    MemRefDmaStartOp,
-    MemRefDmaWaitOp,
 )
 from nem.frontends.upstream_dialects.memref_copy import COPY_OPS
 
@@ -43,8 +41,6 @@ def is_structural(loop: affine.ForOp) -> bool:
             op,
             AffineDmaStartOp
             | AffineDmaWaitOp
-            | MemRefDmaStartOp
-            | MemRefDmaWaitOp
             | memref.AllocOp
             | memref.AllocaOp
             | BufferOp  # in a loop, an allocation's (nem-declare-allocations)
