@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from nem.cli.nem_run import run
+from nem.dialect.semantics.cost import Work
 from nem.runtime import NemInterpreter
 from nem.runtime.roofline import LATENCY, Group, Report, row
-from nem.runtime.task_cost import Work
 
 REPO = Path(__file__).resolve().parents[2]
 CONV = REPO / "examples" / "conv2d_relu.nem"

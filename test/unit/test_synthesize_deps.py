@@ -44,6 +44,8 @@ class Task:
     """(buffer 0|1, tile) per L1 operand; tile -1: (i mod 2), -2: i (in a loop)."""
     ddr: int
     """DDR tile (load/store); -1: i."""
+    size: int = 1
+    """Tiles each operand spans (a longer task under D-RT-COST)."""
 
 
 @dataclass(frozen=True)
@@ -96,12 +98,13 @@ def build(items: list[Task | Loop]) -> ProgramOp:
         return (iv % 2) * TILE if k == -1 else iv * TILE
 
     def emit(t: Task, iv: Sym | None) -> None:
-        regs = [b.region(None, L1[buf], tile(k, iv), TILE, **TYPED) for buf, k in t.tiles]
+        n, typed = t.size * TILE, {**TYPED, "shape": [32 * t.size]}
+        regs = [b.region(None, L1[buf], tile(k, iv), n, **typed) for buf, k in t.tiles]
         ddr = t.ddr * TILE if t.ddr >= 0 or iv is None else (iv + 4) * TILE
         if t.kind == "load":
-            b.transfer(regs[0], b.region(None, X, ddr, TILE, **TYPED))
+            b.transfer(regs[0], b.region(None, X, ddr, n, **typed))
         elif t.kind == "store":
-            b.transfer(b.region(None, Y, ddr, TILE, **TYPED), regs[0])
+            b.transfer(b.region(None, Y, ddr, n, **typed), regs[0])
         elif t.kind == "relu":
             b.compute("relu", ins=[regs[0]], outs=[regs[1]])
         else:
@@ -212,6 +215,35 @@ def test_fit_waits_for_a_task_a_live_token_follows_not_the_oldest_store():
     assert store.results[0] not in waited  # the reload, not a wait, follows it
     assert max_live_tokens(prog) <= 3
     check_synthesized(items, 3)
+
+
+def test_fit_waits_first_for_the_task_estimated_to_end_first():
+    """Of the tokens later live tasks depend on, the fit waits first for the
+    one whose task ends first by the D-RT-COST estimate, not for the head of
+    the longest chain: here a 256-byte load (12 cycles) heads a chain of two
+    relus and a 64-byte load (6 cycles) one relu; the limit is exceeded at
+    the third relu, and the wait before it is on the short load, where the
+    longest-chain order (session 35) waited for the long one
+    (D-DEPS-SYNTH session 36: SqueezeNet 155,438 -> 154,366 cycles)."""
+    items = [
+        Task("load", ((0, 0),), 0, size=4),  # a[0..3]: the long load
+        Task("load", ((1, 0),), 4),  # b0: the short load
+        Task("relu", ((0, 0), (1, 1)), 0),  # after the long load
+        Task("relu", ((1, 1), (1, 2)), 0),  # after that relu
+        Task("relu", ((1, 0), (1, 3)), 0),  # after the short load: 5 live of 4
+        Task("store", ((0, 1),), 0),  # each token used again later
+        Task("store", ((1, 0),), 1),
+        Task("store", ((1, 1),), 2),
+        Task("store", ((1, 2),), 3),
+        Task("store", ((1, 3),), 4),
+    ]
+    prog = build(items)
+    synthesize(prog, 4, narrow_windows=True)
+    tasks = [o for o in prog.walk() if isinstance(o, TaskOp)]
+    before = tasks[4].prev_op
+    assert isinstance(before, WaitOp)
+    assert list(before.tokens) == [tasks[1].results[0]]  # the short load's token
+    check_synthesized(items, 4)
 
 
 def test_windows_shrink_only_where_iterations_conflict():

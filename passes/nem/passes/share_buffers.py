@@ -54,6 +54,7 @@ from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import BufferOp, ProgramOp, RegionOp, programs
+from nem.dialect.semantics.cost import UnitChars
 from nem.dialect.semantics.layout import footprint, layout
 from nem.passes.pass_context import report, shape_memos
 
@@ -172,6 +173,8 @@ class Packed:
     """Each region of an arena -> the packed buffer it was a region of."""
     memos: ShapeMemos
     """The driver's answers by shape (`shape_memos`, D-HAZ-SYMBOLIC)."""
+    unit_chars: UnitChars
+    """The device's unit characteristics (the token fit's estimate, D-DEPS-SYNTH)."""
 
     def order(self) -> None:
         """Order the reuse (D-LOW-SHARE): only accesses of the arenas, and
@@ -181,7 +184,12 @@ class Packed:
         from nem.passes.synthesize_deps import synthesize
 
         synthesize(
-            self.program, self.limit, buffers=self.arenas, members=self.members, memos=self.memos
+            self.program,
+            self.limit,
+            buffers=self.arenas,
+            members=self.members,
+            memos=self.memos,
+            unit_chars=self.unit_chars,
         )
 
 
@@ -249,7 +257,8 @@ class ShareBuffersPass(ModulePass):
             limit = self.max_tokens
             if limit is None and device is not None:
                 limit = device.max_active_tokens
-            out.append(Packed(prog, limit, arenas, members, shape_memos(ctx)))
+            chars = device.unit_characteristics if device is not None else {}
+            out.append(Packed(prog, limit, arenas, members, shape_memos(ctx), chars))
         report(ctx, diags if self.remarks else [])
         return out
 

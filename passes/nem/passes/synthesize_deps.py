@@ -25,8 +25,9 @@ D-TOK-LIVE).  Usable on any NEM program; `lower-to-nem` runs it on what
    `max-tokens=N`), the liveness of `block_liveness` is walked statement by
    statement; where it exceeds the limit, a `wait` before that statement
    ends live tokens (first those only the closing wait held, then those a
-   later live task depends on, which end before it, then the oldest), and
-   their later uses become redundant and are removed.  A loop whose
+   later live task depends on, then the rest; in each class the task that
+   ends first by a static D-RT-COST estimate, `finish_times`, as it stalls
+   the stream least), and their later uses become redundant and are removed.  A loop whose
    in-flight iterations alone exceed the limit gets its body fitted to
    `limit // iterations in flight`.
 
@@ -56,6 +57,8 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.expressions import Evaluator, ExprError
 from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp, TaskOp, WaitOp, programs
 from nem.dialect.per_class import first_base_table
+from nem.dialect.semantics.cost import UnitChars
+from nem.passes.finish_times import FinishTimes, producers_of
 from nem.passes.pass_context import report, shape_memos
 
 MAX_ROUNDS = 8
@@ -101,6 +104,9 @@ class Synthesizer:
     program (`reduce`): the pass adds and removes no task, so listing every
     op of the program once is enough (nine in ten are index constants)."""
     rank: dict[Operation, int] | None = None
+    unit_chars: UnitChars = field(default_factory=dict)
+    """The device's unit characteristics (its NMU's MAC rates), which the
+    token fit's estimate of when tasks end reads (`FinishTimes`)."""
     cache: RaceCache = field(default_factory=RaceCache)
     """What the scans share while only deps and waits change (the accesses,
     their candidate pairs and conflict sets, each pair's verdict under the
@@ -216,7 +222,7 @@ class Synthesizer:
             ]
             if len(keep) != len(deps):
                 task.set_deps(keep)
-                producers[task] = _producers(keep)
+                producers[task] = producers_of(keep)
                 self.added[task] = [d for d in mine if d in keep]
 
     def prune(self) -> None:
@@ -332,6 +338,7 @@ class Synthesizer:
         waits: list[tuple[int, list[TaskOp]]] = []
         nested_fit = False
         ev = Evaluator()
+        times = FinishTimes(self.unit_chars, ev)
         for k, op in enumerate(ops):
             while expiry and expiry[0][0] < k:
                 live.pop(heapq.heappop(expiry)[2], None)
@@ -339,31 +346,31 @@ class Synthesizer:
                 live[t] = None
                 heapq.heappush(expiry, (ends[t], next(order), t))
             count = len(live) + nested[k]
-            if count <= budget:
-                continue
-            # those only the closing wait holds first, then those a later live
-            # task depends on (the longest chain of them first: they end before
-            # it), the oldest first among equals; the tail of a chain, such as
-            # a long store nothing live follows yet, comes last (session 35)
-            height = dict.fromkeys(live, 0)
-            for t in reversed(live):
-                for p in _producers(t.deps):
-                    if p in height:
-                        height[p] = max(height[p], height[t] + 1)
-            held = sorted(
-                (t for t in live if t is not op), key=lambda t: (ends[t] != end_k, -height[t])
-            )
-            sinks = sum(1 for t in held if ends[t] == end_k)
-            take = held[: max(min(count - budget, len(held)), sinks)]
-            if take:
-                waits.append((k, take))
-                for t in take:
-                    del live[t]
-            count -= len(take)
-            if count > budget and isinstance(op, LoopOp):
-                copies = _copies(op, ev)
-                nested_fit |= self.fit(op.block, (budget - (count - nested[k])) // copies)
-                nested[k] = block_liveness(op.block).peak()[0] * copies
+            if count > budget:
+                # those only the closing wait holds first, then those a later
+                # live task depends on, then the rest (the tail of a chain, such
+                # as a long store nothing live follows yet); in each class what
+                # ends first by the static estimate, the oldest among equals
+                # (session 36: what ends first stalls the stream least)
+                followed = {p for t in live for p in producers_of(t.deps)}
+                end = times.end
+                held = sorted(
+                    (t for t in live if t is not op),
+                    key=lambda t: (ends[t] != end_k, t not in followed, end[t]),
+                )
+                sinks = sum(1 for t in held if ends[t] == end_k)
+                take = held[: max(min(count - budget, len(held)), sinks)]
+                if take:
+                    waits.append((k, take))
+                    times.wait(take)
+                    for t in take:
+                        del live[t]
+                count -= len(take)
+                if count > budget and isinstance(op, LoopOp):
+                    copies = _copies(op, ev)
+                    nested_fit |= self.fit(op.block, (budget - (count - nested[k])) // copies)
+                    nested[k] = block_liveness(op.block).peak()[0] * copies
+            times.step(op)
         for k, tokens in reversed(waits):
             self._wait_before(ops[k], [t.results[0] for t in tokens])
         return nested_fit or bool(waits)
@@ -439,11 +446,6 @@ def _covered_before(s: Structure, producer: StaticTask, task: Operation) -> bool
     return False
 
 
-def _producers(deps: Iterable[SSAValue]) -> list[TaskOp]:
-    """The tasks whose tokens `deps` are."""
-    return [d.owner for d in deps if isinstance(d.owner, TaskOp)]
-
-
 def _reaches(
     start: SSAValue,
     target: SSAValue,
@@ -453,7 +455,7 @@ def _reaches(
     """Whether the task of token `target` is among the tasks the task of
     `start` depends on, transitively (deps point to earlier statements, so
     the search stops before `target`'s position).  `producers`: each task's
-    `_producers` of its deps as known so far (filled here)."""
+    `producers_of` its deps as known so far (filled here)."""
     goal = target.owner
     first = start.owner
     if not isinstance(goal, TaskOp) or not isinstance(first, TaskOp):
@@ -466,7 +468,7 @@ def _reaches(
             return True
         before = producers.get(t)
         if before is None:
-            before = producers[t] = _producers(t.deps)
+            before = producers[t] = producers_of(t.deps)
         for owner in before:
             if owner not in seen and pos.get(owner, -1) >= bound:
                 seen.add(owner)
@@ -503,6 +505,7 @@ def synthesize(
     buffers: Collection[SSAValue] | None = None,
     members: Mapping[Operation, object] | None = None,
     memos: ShapeMemos | None = None,
+    unit_chars: UnitChars | None = None,
 ) -> list[Diagnostic]:
     """Add the deps and waits of `program`; returns the remarks (narrowed
     windows).  With `buffers`, only the races on those buffers are ordered
@@ -510,7 +513,14 @@ def synthesize(
     leaves it so); with `members`, only those between different members
     (`find_races`); `memos`: the driver's (`shape_memos`)."""
     s = Synthesizer(
-        program, limit, narrow_windows, max_instances, buffers, members, memos or ShapeMemos()
+        program,
+        limit,
+        narrow_windows,
+        max_instances,
+        buffers,
+        members,
+        memos or ShapeMemos(),
+        unit_chars=unit_chars or {},
     )
     s.run()
     return s.remarks
@@ -543,11 +553,14 @@ class SynthesizeDepsPass(ModulePass):
         # programs do not nest: the module's ops are read, not every op of
         # their bodies (a lowered CNN's hundreds of thousands)
         for prog in list(programs(op)):
+            device = target_device(ctx, prog, self.device, self.include_dirs)
             limit = self.max_tokens
-            if limit is None:
-                device = target_device(ctx, prog, self.device, self.include_dirs)
-                limit = device.max_active_tokens if device is not None else None
-            found = synthesize(prog, limit, self.narrow_windows, memos=shape_memos(ctx))
+            if limit is None and device is not None:
+                limit = device.max_active_tokens
+            chars = device.unit_characteristics if device is not None else None
+            found = synthesize(
+                prog, limit, self.narrow_windows, memos=shape_memos(ctx), unit_chars=chars
+            )
             if self.remarks:
                 diags += found
         report(ctx, diags)

@@ -37,6 +37,7 @@ from nem.dialect.diagnostics import (
 )
 from nem.dialect.elements import ELEM_DTYPES as DTYPES
 from nem.dialect.ops import ComputeOp, ProgramOp, programs
+from nem.dialect.semantics.cost import Profile
 from nem.runtime import tensor_io
 from nem.runtime.engine import AccumResolver, RunError, compile_program
 from nem.runtime.memory import (
@@ -45,7 +46,6 @@ from nem.runtime.memory import (
     MemoryError_,
 )
 from nem.runtime.session import Program, RunResult, Session, diag_from, topology_of
-from nem.runtime.task_cost import Profile
 
 if TYPE_CHECKING:
     from nem.dialect.device_model import Device
@@ -671,7 +671,7 @@ def check_seed(seed: object) -> int:
 def profile_problem(profile: object) -> str | None:
     """Why `profile` is not a valid cost-model override, or None (issue 11:
     wrong types, a list, zero or negative bandwidths)."""
-    from nem.runtime.task_cost import DEFAULT_PROFILE
+    from nem.dialect.semantics.cost import DEFAULT_PROFILE
 
     if not isinstance(profile, dict):
         return f"expected an object of units, got {type(profile).__name__}"

@@ -57,9 +57,9 @@ from xdsl.ir import SSAValue
 
 from nem.dialect.diagnostics import located_nodes
 from nem.dialect.ops import RegionOp
+from nem.dialect.semantics.cost import Profile, UnitChars, Work, macs_per_cycle
 from nem.dialect.semantics.units import DEVICE_UNITS
 from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl
-from nem.runtime.task_cost import Profile, UnitChars, Work, macs_per_cycle
 
 LATENCY = "latency"
 """The binding kind when no unit kind is busy half a group's cycles."""
@@ -551,7 +551,7 @@ class Pricing:
     def cycles(self, w: LeastWork) -> tuple[float, float]:
         """(transfer cycles, NMU cycles) of `w`: its bytes over every transfer
         unit of the device at its bandwidth, its MACs over the NMUs at the
-        rate of `elem` (`task_cost.macs_per_cycle`)."""
+        rate of `elem` (`semantics.cost.macs_per_cycle`)."""
         bw = sum(
             n * self.profile[u]["bandwidth"]
             for u, n in self.units.items()

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, TypedDict
 from xdsl.ir import Operation
 
 from nem.dialect.diagnostics import SourceLoc
+from nem.dialect.semantics.cost import DEFAULT_PROFILE, Profile, UnitChars, transfer_bytes
 from nem.dialect.semantics.streams import LOOP_END, may_open
 from nem.dialect.semantics.units import DEVICE_UNITS, bind_unit
 from nem.runtime import replay
@@ -65,7 +66,7 @@ from nem.runtime.engine import (
 from nem.runtime.kernel_support import Kernel
 from nem.runtime.memory import Memory, RegionInst
 from nem.runtime.race_horizon import live_vcs
-from nem.runtime.task_cost import DEFAULT_PROFILE, Profile, UnitChars, task_work, transfer_bytes
+from nem.runtime.task_cost import task_work
 from nem.runtime.task_effects import prepare_compute, prepare_move
 from nem.runtime.task_state import (
     EMPTY,

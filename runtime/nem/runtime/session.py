@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import ModuleOp
 from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
+from nem.dialect.semantics.cost import DEFAULT_PROFILE, Profile
 from nem.runtime import roofline, tensor_io
 from nem.runtime import trace as trace_mod
 from nem.runtime.checks import Deadlock, DeadlockError, Race, Unconsumed
@@ -34,7 +35,6 @@ from nem.runtime.inspection import (
 )
 from nem.runtime.memory import DEFAULT_L1_SIZE, DEFAULT_L2_SIZE, Memory, MemoryError_, RegionInst
 from nem.runtime.scheduler import Scheduler, Topology
-from nem.runtime.task_cost import DEFAULT_PROFILE, Profile
 
 if TYPE_CHECKING:
     from nem.runtime.escape_hatch import EscapeHatch

@@ -1,111 +1,30 @@
-"""The timed mode's cost model (D-RT-COST): what a task instance asks of the
-unit it runs on, as an amount of work, a rate and a fixed latency.
+"""The timed mode's cost of a task instance (D-RT-COST): the cost model of
+`nem.dialect.semantics.cost` applied to a task template and its evaluated
+regions.
 
 The scheduler's timed durations and the roofline's bounds
-(`nem.runtime.roofline`, D-RT-ROOFLINE) both come from `task_work`, so the
-throughputs have one home.
+(`nem.runtime.roofline`, D-RT-ROOFLINE) both come from `task_work`; the
+throughputs have one home, which the compiler's token fit reads too
+(D-DEPS-SYNTH).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
-from nem.dialect.ops import ComputeOp
-from nem.dialect.semantics.transfers import moved_count
+from nem.dialect.semantics.cost import Profile, UnitChars, Work
+from nem.dialect.semantics.cost import task_work as work_of
 from nem.runtime.engine import COMPUTE
 from nem.runtime.memory import RegionInst
 
 if TYPE_CHECKING:
     from nem.runtime.engine import TaskTpl
 
-Profile = dict[str, dict[str, Any]]
-"""The timed mode's throughputs and latencies by unit type (`DEFAULT_PROFILE`):
-ints, or the numbers a user's profile gives (`set_timing_profile`)."""
-
-UnitChars = Mapping[str, Mapping[str, Any]]
-"""A device's unit characteristics by unit type (the MAC rates of its NMU)."""
-
-DEFAULT_PROFILE: Profile = {
-    "DMA": {"bandwidth": 32, "latency": 4},  # bytes/cycle, cycles
-    "sDMA": {"bandwidth": 16, "latency": 16},
-    "CSTL": {"throughput": 256, "latency": 1},  # elements/cycle
-    "VPU": {"throughput": 64, "latency": 2},
-    "NMU": {"macs": 1024, "latency": 2},  # fallback MACs/cycle
-}
-MAC_KEYS = {
-    "i4": ("int4_macs", "int8_macs"),
-    "i8": ("int8_macs",),
-    "u8": ("int8_macs",),
-    "i16": ("int16_macs", "int8_macs"),
-    "u16": ("int16_macs", "int8_macs"),
-    "f16": ("fp16_macs",),
-    "bf16": ("bf16_macs", "fp16_macs"),
-    "f32": ("fp32_macs",),
-}
-
-
-def macs_per_cycle(elem: str | None, unit_chars: UnitChars, profile: Profile) -> int:
-    nmu = unit_chars.get("NMU", {})
-    for key in MAC_KEYS.get(elem or "", ()):
-        if key in nmu:
-            return max(1, int(nmu[key]))
-    if elem == "f32" and "fp16_macs" in nmu:
-        return max(1, int(nmu["fp16_macs"]) // 4)
-    return int(profile["NMU"]["macs"])
-
-
-class Work(NamedTuple):
-    """What a task asks of its unit under D-RT-COST: `amount` units of work
-    (bytes for a transfer, MACs for an NMU task, elements for CSTL and VPU),
-    `rate` of them per cycle, plus a fixed `latency`.  The timed mode's cost
-    (`Work.cycles`) and the roofline's bound (`nem.runtime.roofline`,
-    D-RT-ROOFLINE) are both computed from it: one home for the throughputs."""
-
-    amount: int
-    rate: int
-    latency: int
-
-    @property
-    def cycles(self) -> int:
-        """The task's duration in timed mode."""
-        return math.ceil(self.amount / self.rate) + self.latency
-
-
-def transfer_bytes(src: RegionInst, dst: RegionInst) -> int:
-    """The bytes a transfer or store moves (D-SEM-TRANSFER, D-RT-STORE): two
-    typed regions their elements (`moved_count`: not the span of a strided
-    one), else the source's byte range."""
-    if src.elem is not None and dst.elem is not None:
-        return moved_count(dst.elem, dst.shape, dst.strides, dst.extent)
-    return src.extent
-
 
 def task_work(
     t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: UnitChars, profile: Profile
 ) -> Work:
-    if t.kind != COMPUTE:
-        p = profile.get(unit_type, profile["DMA"])
-        if "bandwidth" not in p:
-            p = profile["DMA"]
-        return Work(transfer_bytes(regions[0], regions[1]), p["bandwidth"], p["latency"])
-    n_in = t.n_in
-    if unit_type == "NMU":
-        y = regions[n_in]
-        ny = math.prod(y.shape or (1,))
-        a, w = regions[0], regions[1]
-        op = t.op
-        assert isinstance(op, ComputeOp)  # an NMU task is a compute op
-        if op.SPEC.category == "convolution":
-            ws: tuple[int, ...] = w.shape or (1,)
-            k = math.prod(ws[:-2]) * (1 if t.opcode == "depthwise_conv2d" else ws[-2])
-        else:
-            trans_a = t.attrs_static.get("trans_a", 0)
-            k = (a.shape or (1,))[-2 if trans_a else -1]
-        return Work(ny * k, macs_per_cycle(a.elem, unit_chars, profile), profile["NMU"]["latency"])
-    p = profile.get(unit_type) or profile["CSTL"]
-    if "throughput" not in p:
-        p = profile["CSTL"]
-    n = max(math.prod(r.shape) if r.shape else r.extent for r in regions)
-    return Work(n, p["throughput"], p["latency"])
+    trans_a = t.attrs_static.get("trans_a", 0)
+    return work_of(
+        t.op, t.kind != COMPUTE, t.n_in, regions, unit_type, trans_a, unit_chars, profile
+    )

@@ -30,6 +30,10 @@ second copy of a fact in this package: remove the copy (docs/design.md,
   in flight (D-SEM-INSTANCES).
 * **Which units may run a task** (`units`: `eligible_units`, `bind_unit`), on a given
   device (D-SEM-UNITS, RES-03/04/05/07).
+* **What a task costs in timed mode** (`cost`: `task_work`, `DEFAULT_PROFILE`,
+  `macs_per_cycle`): its amount of work, its unit's rate and latency; the runtime's
+  durations and roofline bounds and the token fit's estimate of when tasks end
+  (D-RT-COST, D-DEPS-SYNTH).
 * **Memory layout of a level** (`layout`: `layout`): the placement the capacity check
   verifies is the one the runtime uses (D-SEM-LAYOUT, DEV-16).
 * **When `clamp` is the IR's min of max** (`clamp`: `clamp_matches_min_max`): the
