@@ -1,10 +1,11 @@
-"""Zero accumulators filled in L1, not through DDR (D-COMPILE-ZERO-INIT).
+"""Constant-filled accumulators filled in L1, not through DDR
+(D-COMPILE-ZERO-INIT).
 
-Three models with a zero-filled accumulator: a Conv without bias whose output
-goes into a Concat (DenseNet's layers), a Gemm whose reduction is split
-over the engines (its partial sums' buffers), and a batched MatMul (an op
-generalized before tiling). On the transform route the
-fill is in the accumulating op's tiles: no fill tile loads its output, none
+Four models with a constant-filled accumulator: a Conv without bias whose
+output goes into a Concat (DenseNet's layers), a Gemm whose reduction is
+split over the engines (its partial sums' buffers), a batched MatMul (an op
+generalized before tiling), all from +0, and a MaxPool from -inf (session
+36). On the transform route the fill is in the accumulating op's tiles: no fill tile loads its output, none
 stores it back, and the op's tiles start from a fill of their staged output.
 The programs compute the same bits as with the fill tiled apart, and move
 fewer bytes.
@@ -57,8 +58,29 @@ def bmm_model():
     return graph_model([node], (8, 32, 64), [_weights("w", (8, 64, 16))])
 
 
-MODELS = {"concat": concat_model, "ksplit": ksplit_model, "bmm": bmm_model}
-ACCUMULATES = ("linalg.conv_2d_nhwc_hwcf", "linalg.matmul", "linalg.generic")
+def maxpool_model():
+    """Relu and a 3x3 MaxPool, stride 1, pad 1 (Inception's pool branch):
+    its output starts from a fill of -inf (until session 36 only +0 fills
+    were paired: the -inf went to DDR and back, D-COMPILE-ZERO-INIT)."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["y"], name="pool", kernel_shape=[3, 3], pads=[1] * 4),
+    ]
+    return graph_model(nodes, (1, 32, 14, 14), [])
+
+
+MODELS = {
+    "concat": concat_model,
+    "ksplit": ksplit_model,
+    "bmm": bmm_model,
+    "maxpool": maxpool_model,
+}
+ACCUMULATES = (
+    "linalg.conv_2d_nhwc_hwcf",
+    "linalg.matmul",
+    "linalg.generic",
+    "linalg.pooling_nhwc_max",
+)
 
 
 def _fills(tiled: str) -> list[tuple[str, str, str]]:
@@ -73,9 +95,10 @@ def _fills(tiled: str) -> list[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_accumulator_fills_are_in_the_ops_tiles(name):
-    """Each zero fill of the tiled IR is of an accumulating op's staged
+    """Each constant fill of the tiled IR is of an accumulating op's staged
     output, just before that op: nothing loads it before the fill, nothing
-    stores it after (on 2a82c19: a fill tile of its own, copied in and out)."""
+    stores it after (on 2a82c19: a fill tile of its own, copied in and out;
+    the MaxPool's -inf so until session 36, 5b3f0083)."""
     result = compile_onnx(MODELS[name](), device=DEVICE)
     fills = _fills(result.stage("tile").text)
     assert fills
@@ -89,7 +112,7 @@ def _plain(monkeypatch, model):
     """The model compiled with its fills tiled apart, as 2a82c19 did."""
     with monkeypatch.context() as m:
         m.setattr(zero_init, "pairs", lambda block, ops: {})
-        m.setattr(zero_init, "stage_zeros", lambda fn: False)
+        m.setattr(zero_init, "stage_zeros", lambda fn, value: False)
         return compile_onnx(model, device=DEVICE)
 
 

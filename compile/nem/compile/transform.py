@@ -437,7 +437,7 @@ def tile_module(
         from nem.compile import fusion, tiling
 
         ops, sized = fusion.fuse(entry, ops, sized, tiling.l1_budget(device, options.pipeline))
-    # a zero fill and the op accumulating into it: the fill is tiled after
+    # a constant fill and the op accumulating into it: the fill is tiled after
     # the op, and only if the op's tiles cannot fill their outputs in L1
     # (D-COMPILE-ZERO-INIT)
     fills = {
@@ -466,8 +466,10 @@ def tile_module(
                 run_on_nest(op, "linalg-generalize-named-ops")
             return False
         op.attributes[TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k)
-        if k in fills:
-            op.attributes[zero_init.MARK] = ir.UnitAttr.get()
+        if k in fills:  # the mark holds the fill's constant, for its tiles' fills
+            value = zero_init.fill_value(ops[fills[k]])
+            assert value is not None  # (what `pairs` pairs)
+            op.attributes[zero_init.MARK] = value
         where = str(op.location)
         text, zeroed = _tile_op(op, k, plan, generalize, device, options, seen)
         texts.append(text)
@@ -531,15 +533,16 @@ def _tile_op(
     was quadratic: 1000 ops, 18 s).  The op is tagged 0 and the script run
     is the one of `nem_tile = 0` (the tag is stripped after tiling), so that
     ops tiled alike share what `seen` keeps of them: DenseNet-121 repeats
-    its layers' shapes.  An op marked `zero_init.MARK` fills its tiles'
-    outputs in L1 if the sizes leave its reduction loops whole (the bool
-    returned: whether it did)."""
+    its layers' shapes.  An op marked `zero_init.MARK` (the constant of
+    the fill dropped) fills its tiles' outputs in L1 with it if the sizes
+    leave its reduction loops whole (the bool returned: whether it did)."""
     from nem.compile import hoist, l1_plan, nest_ir, tiling
 
     applied: list[str] = []
     zeroed = [False]  # the last attempt's tiles fill their outputs (D-COMPILE-ZERO-INIT)
     operands = len(op.operands)
     fill = zero_init.MARK in op.attributes
+    value = op.attributes[zero_init.MARK] if fill else None  # the fill's constant
     reductions = zero_init.reductions(op) if fill else set()
     zero = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
     with nest_ir.Isolated(op) as iso:
@@ -565,7 +568,7 @@ def _tile_op(
             if run not in seen.scripts:
                 seen.scripts[run] = parse_transform(run, target.context)
             apply_parsed(target, seen.scripts[run])
-            zeroed[0] = zero_init.stage_zeros(iso.fn)
+            zeroed[0] = zero_init.stage_zeros(iso.fn, value)
             if options.hoist:  # weight tiles out of the spatial loops
                 hoist.hoist_copies(iso.fn)
             applied[:] = [script([(k, tiled, generalize, operands)], keep)]
