@@ -81,13 +81,10 @@ class FinishTimes:
 
     def cycles(self, op: TaskOp) -> int:
         """`op`'s timed duration (D-RT-COST) by its static geometry."""
-        if isinstance(op, ComputeOp):
-            move, n_in, trans_a = False, len(op.ins), attr_int(op, "trans_a", self.ev) or 0
-        else:
-            move, n_in, trans_a = True, 1, 0
+        trans_a = (attr_int(op, "trans_a", self.ev) or 0) if isinstance(op, ComputeOp) else 0
         regions = [self._region(v) for v, _ in op.operand_regions()]
         unit = eligible_units(op)[0]
-        work = task_work(op, move, n_in, regions, unit, trans_a, self.unit_chars, DEFAULT_PROFILE)
+        work = task_work(op, regions, unit, trans_a, self.unit_chars, DEFAULT_PROFILE)
         return work.cycles
 
     def _region(self, v: SSAValue) -> StaticRegion:

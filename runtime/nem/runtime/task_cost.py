@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from nem.dialect.semantics.cost import Profile, UnitChars, Work
 from nem.dialect.semantics.cost import task_work as work_of
-from nem.runtime.engine import COMPUTE
 from nem.runtime.memory import RegionInst
 
 if TYPE_CHECKING:
@@ -25,6 +24,4 @@ def task_work(
     t: TaskTpl, regions: list[RegionInst], unit_type: str, unit_chars: UnitChars, profile: Profile
 ) -> Work:
     trans_a = t.attrs_static.get("trans_a", 0)
-    return work_of(
-        t.op, t.kind != COMPUTE, t.n_in, regions, unit_type, trans_a, unit_chars, profile
-    )
+    return work_of(t.op, regions, unit_type, trans_a, unit_chars, profile)

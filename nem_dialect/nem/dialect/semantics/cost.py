@@ -96,25 +96,23 @@ def transfer_bytes(src: Geometry, dst: Geometry) -> int:
 
 def task_work(
     op: TaskOp,
-    move: bool,
-    n_in: int,
     regions: Sequence[Geometry],
     unit_type: str,
     trans_a: int,
     unit_chars: UnitChars,
     profile: Profile,
 ) -> Work:
-    """What `op` (a transfer or store when `move`; its regions in
-    `operand_regions` order, the first `n_in` read; its `trans_a` attribute
-    for a gemm) asks of a unit of type `unit_type`."""
-    if move:
+    """What `op` (its regions in `operand_regions` order: a compute op's
+    `ins` read first; its `trans_a` attribute for a gemm, evaluated by the
+    caller) asks of a unit of type `unit_type`; a transfer or store moves
+    its source's elements into its destination."""
+    if not isinstance(op, ComputeOp):
         p = profile.get(unit_type, profile["DMA"])
         if "bandwidth" not in p:
             p = profile["DMA"]
         return Work(transfer_bytes(regions[0], regions[1]), p["bandwidth"], p["latency"])
     if unit_type == "NMU":
-        assert isinstance(op, ComputeOp)  # an NMU task is a compute op
-        y = regions[n_in]
+        y = regions[len(op.ins)]
         ny = math.prod(y.shape or (1,))
         a, w = regions[0], regions[1]
         if op.SPEC.category == "convolution":
