@@ -41,16 +41,14 @@ from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.ir import BlockArgument, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
 
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.passes.lowering.memref_hints import in_kernel
-from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.prepare import entry_function, rewrite_once
 from nem.passes.lowering.structure import STRUCTURAL, is_structural
 
 
@@ -106,9 +104,4 @@ class DropTokenAwaitsPass(ModulePass):
     entry: str | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        # without xDSL's dead-code elimination (D-LOW-MEMREF-HINTS: it would
-        # erase unused ops the conversion declares buffers for)
-        patterns = GreedyRewritePatternApplier([DropTokenAwait()], dce_enabled=False)
-        PatternRewriteWalker(patterns, apply_recursively=False).rewrite_region(
-            entry_function(op, self.entry).body
-        )
+        rewrite_once(entry_function(op, self.entry).body, DropTokenAwait())

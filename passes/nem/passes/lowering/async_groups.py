@@ -39,9 +39,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -49,7 +47,7 @@ from xdsl.pattern_rewriter import (
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.memref_hints import in_kernel
-from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.prepare import entry_function, rewrite_once
 
 
 class DropAwaitAll(RewritePattern):
@@ -102,14 +100,13 @@ class DropAsyncGroupsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         add = DropAddToGroup()
-        # backwards: a group's users before its create_group; without xDSL's
-        # dead-code elimination (D-LOW-MEMREF-HINTS: it would erase unused
-        # ops the conversion declares buffers for)
-        patterns = GreedyRewritePatternApplier(
-            [DropAwaitAll(), add, DropCreateGroup()], dce_enabled=False
-        )
-        PatternRewriteWalker(patterns, apply_recursively=False, walk_reverse=True).rewrite_region(
-            entry_function(op, self.entry).body
+        # backwards: a group's users before its create_group
+        rewrite_once(
+            entry_function(op, self.entry).body,
+            DropAwaitAll(),
+            add,
+            DropCreateGroup(),
+            reverse=True,
         )
         if add.used:
             first = add.used[-1]  # the walk went backwards: the first in program order

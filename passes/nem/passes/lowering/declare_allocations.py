@@ -44,7 +44,6 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -55,7 +54,7 @@ from nem.passes.lowering import declare_buffers
 from nem.passes.lowering.context import DEFAULT_SPACES, Names, parse_spaces, space_level
 from nem.passes.lowering.memory_ops import allocation_strides
 from nem.passes.lowering.memref_roots import only_dma_tags
-from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.prepare import entry_function, rewrite_once
 from nem.passes.lowering.view_ops import LoweredOneByOne
 
 
@@ -104,9 +103,7 @@ def declare(fn: func.FuncOp, spaces: dict[int, str]) -> None:
     is no allocation left to rewrite, and the generator's state stays."""
     names = declare_buffers.resumed_names(fn)
     pattern = AllocationToBuffer(names, spaces)
-    # one walk in program order, without xDSL's dead-code elimination
-    # (D-LOW-MEMREF-HINTS: an unused allocation still takes its name)
-    PatternRewriteWalker(pattern, apply_recursively=False).rewrite_region(fn.body)
+    rewrite_once(fn.body, pattern)
     declare_buffers.keep(fn, names)
 
 

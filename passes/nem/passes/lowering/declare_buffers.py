@@ -50,7 +50,6 @@ from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -61,7 +60,7 @@ from nem.dialect.buffer_op import BufferOp
 from nem.frontends.upstream_dialects.memref_global import GlobalOp
 from nem.passes.lowering.context import Names
 from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.prepare import entry_function, rewrite_once
 from nem.passes.lowering.view_ops import LoweredOneByOne
 
 BUFFER = "nem_lowering.buffer"
@@ -109,9 +108,7 @@ def declare(fn: func.FuncOp) -> None:
         return
     names = name_arguments(fn)
     pattern = GetGlobalToBuffer(fn, names, LoweredOneByOne())
-    # one walk in program order (the first get_global of a global names it),
-    # without xDSL's dead-code elimination (D-LOW-MEMREF-HINTS: unused ops stay)
-    PatternRewriteWalker(pattern, apply_recursively=False).rewrite_region(fn.body)
+    rewrite_once(fn.body, pattern)  # in program order: the first get_global of a global names it
     keep(fn, names)
 
 

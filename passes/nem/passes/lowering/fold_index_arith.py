@@ -58,12 +58,12 @@ from xdsl.dialects.builtin import AffineMapAttr, IndexType, IntegerAttr, ModuleO
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.affine_max import AffineMaxOp
 from nem.passes.lowering.affine_algebra import Aff, Dim, eval_affine_expr
-from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.prepare import entry_function, rewrite_once
 from nem.passes.lowering.view_ops import LoweredOneByOne
 
 _DIVISIONS: dict[type[Operation], Callable[[AffineExpr, int], AffineExpr]] = {
@@ -234,7 +234,7 @@ class FoldIndexArithPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fn = entry_function(op, self.entry)
-        # one walk in program order (an operand's apply composed before its
-        # users), without xDSL's dead-code elimination: a folded constant or
-        # apply left unused is the conversion's to skip, as an unused one was
-        PatternRewriteWalker(IndexArithToApply(), apply_recursively=False).rewrite_region(fn.body)
+        # in program order: an operand's apply composed before its users; a
+        # folded constant or apply left unused is the conversion's to skip,
+        # as an unused one was
+        rewrite_once(fn.body, IndexArithToApply())

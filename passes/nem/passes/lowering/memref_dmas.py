@@ -33,9 +33,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -47,7 +45,7 @@ from nem.frontends.upstream_dialects.dma import (
     MemRefDmaStartOp,
     MemRefDmaWaitOp,
 )
-from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.prepare import entry_function, rewrite_once
 
 
 def _identity(memref: SSAValue) -> AffineMapAttr:
@@ -116,11 +114,4 @@ class RaiseMemrefDmasPass(ModulePass):
     entry: str | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        # without dead-code elimination: an unused constant the DMAs did not
-        # use is the conversion's to see (as in `nem-drop-memref-hints`)
-        patterns = GreedyRewritePatternApplier(
-            [DmaStartToAffine(), DmaWaitToAffine()], dce_enabled=False
-        )
-        PatternRewriteWalker(patterns, apply_recursively=False).rewrite_region(
-            entry_function(op, self.entry).body
-        )
+        rewrite_once(entry_function(op, self.entry).body, DmaStartToAffine(), DmaWaitToAffine())

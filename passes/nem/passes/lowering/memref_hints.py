@@ -30,15 +30,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
 
 from nem.dialect.kernel_op import KernelOp
-from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.prepare import entry_function, rewrite_once
 
 
 def in_kernel(op: Operation) -> bool:
@@ -83,12 +81,4 @@ class DropMemrefHintsPass(ModulePass):
     entry: str | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        # without xDSL's dead-code elimination, on by default in the applier: an
-        # unused `memref.get_global` would go with it, and the buffer it declares
-        # first would be declared later (lit/lowering/globals.mlir)
-        patterns = GreedyRewritePatternApplier(
-            [DropDealloc(), DropAssumeAlignment()], dce_enabled=False
-        )
-        PatternRewriteWalker(patterns, apply_recursively=False).rewrite_region(
-            entry_function(op, self.entry).body
-        )
+        rewrite_once(entry_function(op, self.entry).body, DropDealloc(), DropAssumeAlignment())

@@ -33,7 +33,6 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
 )
 from xdsl.rewriter import InsertPoint
@@ -60,7 +59,7 @@ from nem.passes.lowering.escape import (
 )
 from nem.passes.lowering.loop_ranges import accessed_boxes
 from nem.passes.lowering.memref_roots import MemrefRoots
-from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.prepare import entry_function, rewrite_once
 from nem.passes.lowering.raise_decision import Escape, RaiseAnalysis
 from nem.passes.lowering.state import BlockState, Lowering
 
@@ -193,9 +192,7 @@ class OutlineKernelsPass(ModulePass):
         # is something to outline (none where every loop moves data, as the
         # compile routes give)
         if nests.found:
-            PatternRewriteWalker(OutlineKernels(nests), apply_recursively=False).rewrite_region(
-                nests.fn.body
-            )
+            rewrite_once(nests.fn.body, OutlineKernels(nests))
 
 
 def lower_kernel(lw: Lowering, op: KernelOp, st: BlockState) -> None:

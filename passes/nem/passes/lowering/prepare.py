@@ -14,8 +14,13 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import affine, func
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Region
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import PatternRewriteWalker
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriteWalker,
+    RewritePattern,
+)
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from nem.passes.lowering.diagnostics import reject
@@ -88,6 +93,20 @@ class CheckInputRangesPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_value_ranges(entry_function(op, self.entry))
+
+
+def rewrite_once(region: Region, *patterns: RewritePattern, reverse: bool = False) -> None:
+    """Rewrite each op of `region` with the first of `patterns` that
+    matches it, in one walk, in program order or `reverse`d: what every
+    preparation pass of the entry function runs.  Without xDSL's dead-code
+    elimination (on by default in its applier): an op left unused is the
+    conversion's to see, and some declare what they name (an unused
+    allocation still takes its name, an unused `memref.get_global` declares
+    its buffer first: lit/lowering/globals.mlir, D-LOW-MEMREF-HINTS)."""
+    applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
+    PatternRewriteWalker(applier, apply_recursively=False, walk_reverse=reverse).rewrite_region(
+        region
+    )
 
 
 def entry_function(module: ModuleOp, entry: str | None) -> func.FuncOp:

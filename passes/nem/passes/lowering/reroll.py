@@ -48,7 +48,6 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -60,7 +59,7 @@ from nem.frontends.upstream_dialects.dma import AffineDmaStartOp
 from nem.passes.lowering.affine_algebra import Aff, Var, eval_map, resolve_index
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.pipelining import PipelinedLoop, detect_pipeline, epilogue_is_body
-from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.prepare import entry_function, rewrite_once
 
 MAX_IN_FLIGHT = "nem.max_in_flight"
 """The attribute of an `affine.for` whose iterations may overlap, two at a time."""
@@ -275,6 +274,4 @@ class RerollPipelinesPass(ModulePass):
         fn = entry_function(op, self.entry)
         is_start = subclass_table(AffineDmaStartOp)
         if any(is_start[type(o)] for o in walk_ops(fn)):
-            PatternRewriteWalker(RerollPipelinedLoop(), apply_recursively=False).rewrite_region(
-                fn.body
-            )
+            rewrite_once(fn.body, RerollPipelinedLoop())

@@ -66,9 +66,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -77,7 +75,7 @@ from nem.dialect.kernel_op import KernelOp
 from nem.dialect.view_op import ViewOp
 from nem.passes.lowering.affine_algebra import is_identity
 from nem.passes.lowering.diagnostics import reject
-from nem.passes.lowering.prepare import entry_function
+from nem.passes.lowering.prepare import entry_function, rewrite_once
 from nem.passes.lowering.reshape import Layout, collapsed, expanded
 from nem.passes.lowering.structure import TILE_LOOP, is_structural
 from nem.passes.lowering.views import last_offset, memref_strides, row_major
@@ -391,10 +389,6 @@ class RewriteViewsPass(ModulePass):
             SubviewToView(lowered),
             ByteViewToView(lowered),
         ]
-        # one walk in program order (a view's source is rewritten first, so
-        # errors come in program order), without xDSL's dead-code elimination
-        # (D-LOW-MEMREF-HINTS: it would erase unused ops)
-        applier = GreedyRewritePatternApplier(list[RewritePattern](patterns), dce_enabled=False)
-        PatternRewriteWalker(applier, apply_recursively=False).rewrite_region(
-            entry_function(op, self.entry).body
-        )
+        # in program order: a view's source is rewritten first, so errors
+        # come in program order
+        rewrite_once(entry_function(op, self.entry).body, *patterns)
