@@ -15,6 +15,7 @@ from mlir import ir  # noqa: E402
 
 from nem.compile import CompileError, compile_onnx, l1_plan  # noqa: E402
 from nem.compile.lower import verify_nem  # noqa: E402
+from nem.passes.lowering import structure  # noqa: E402
 
 TILE = """
 #id = affine_map<(d0, d1) -> (d0, d1)>
@@ -310,3 +311,38 @@ def test_ops_tiled_alike_take_the_need_measured_first(monkeypatch):
     assert reused.stage("tile").text == every.stage("tile").text
     assert "nem_tile" not in reused.stage("tile").text
     assert reused.nem == every.nem
+
+
+@pytest.mark.parametrize(
+    "capacity, macs, dmas, window",
+    [
+        (4 * 1536, 8 * 64 * 64, 4, 4),
+        (4 * 1536 - 1, 8 * 64 * 64, 4, 0),
+        (4 * 1536, 8 * 64 * 64, 3, 0),
+        (1 << 30, 8 * 64 * 64 - 1024, 4, 0),
+        (1 << 30, 0, 4, 0),
+    ],
+)
+def test_plan_keeps_a_short_compute_bound_loops_trips_in_flight_where_they_fit(
+    capacity, macs, dmas, window
+):
+    # TILE's loop has 4 trips, each copying 512 bytes in and 512 out: 4,096
+    # bytes, 32 cycles on 4 DMAs of 32 bytes a cycle.  An op of 8 x 64 x 64
+    # multiply-adds keeps the NMU 32 cycles (1,024 a cycle): compute bound,
+    # all 4 iterations in flight, its two 512-byte tiles and the scratch in
+    # 4 slots where they fit L1, the loop marked for the lowering
+    # (`structure.WIDE`); else two slots, unmarked: where they do not fit
+    # (the tiles are not shrunk for a wider window, session 35), on 3 DMAs
+    # or with fewer multiply-adds, or none (the copies bound the loop: more
+    # iterations in flight would only take tokens from the copies around
+    # it, session 37)
+    with ir.Context():
+        module = ir.Module.parse(TILE)
+        fn = module.body.operations[0]
+        ops = [o.operation for o in fn.regions[0].blocks[0].operations]
+        ops = [o for o in ops if o.name != "func.return"]
+        need, planned = l1_plan.plan(ops, True, capacity, dmas, macs)
+        (loop,) = [o for o in ops if o.name == "scf.for"]
+        assert planned == window
+        assert (structure.WIDE in loop.attributes) == (window > 0)
+        assert need.by_space == {2: (window or 2) * (512 * 2 + 512), 3: 1024}

@@ -580,3 +580,49 @@ def test_a_lone_tile_cut_is_bit_identical_and_faster(monkeypatch):
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < 0.9 * timed_cycles(old.nem)
+
+
+def test_a_short_tile_loop_runs_all_its_iterations_at_once(monkeypatch):
+    """n232's shape (DenseNet-121's 1x1 384 -> 128 at 28x28, a Conv + Relu
+    model): each engine's tile loop has 4 trips, all of them in flight, its
+    buffers in 4 slots that the L1 plan counted (`l1_plan.plan`),
+    against two slots under `@max_in_flight(2)`, where iteration 2's loads
+    waited for iteration 0's stores on every engine: the same output bits
+    under random schedules, race-free, `nem-verify` clean, fewer cycles."""
+    from compile_runs import conv1x1_relu_model, only_output, timed_cycles
+
+    from nem.compile import compile_onnx
+    from nem.passes.lowering import structure
+
+    model = conv1x1_relu_model(28, 384, 128)
+    new = compile_onnx(model, device="npm_pro_x1")
+    monkeypatch.setattr(structure, "ALL_IN_FLIGHT", 2, raising=False)
+    old = compile_onnx(model, device="npm_pro_x1")
+    assert "@max_in_flight(4)" in new.nem and "@max_in_flight(4)" not in old.nem
+    assert np.array_equal(
+        only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
+    )
+    assert timed_cycles(new.nem) < 0.95 * timed_cycles(old.nem)
+
+
+def test_a_dma_bound_short_tile_loop_keeps_two_iterations_in_flight():
+    """ShuffleNet's 3x3 depthwise convolution of 272 channels at 14x14 (n72's
+    shape): each engine's tile loop has at most 4 trips, but its copies
+    (about 67 KB a tile) take far longer than its 34,272 multiply-adds, so
+    it keeps two iterations in flight: all of them gained it nothing and
+    took the live tokens the copies of the layers beside it split with
+    (ShuffleNet 322,687 -> 327,252 cycles, D-COMPILE-TILE-TIME session 37)."""
+    from compile_runs import graph_model
+    from onnx import helper, numpy_helper
+
+    from nem.compile import compile_onnx
+
+    rng = np.random.default_rng(0)
+    w = rng.uniform(-0.1, 0.1, (272, 1, 3, 3)).astype(np.float32)
+    conv = helper.make_node(
+        "Conv", ["x", "w"], ["y"], group=272, pads=[1, 1, 1, 1], kernel_shape=[3, 3], name="dw"
+    )
+    model = graph_model([conv], (1, 272, 14, 14), [numpy_helper.from_array(w, "w")])
+    nem = compile_onnx(model, device="npm_pro_x1").nem
+    assert "@max_in_flight(2)" in nem
+    assert "@max_in_flight(3)" not in nem and "@max_in_flight(4)" not in nem

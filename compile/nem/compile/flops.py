@@ -158,7 +158,7 @@ def _trips(loop: ir.Operation) -> int:
     return best
 
 
-def _domain(op: ir.Operation) -> int:
+def domain(op: ir.Operation) -> int:
     """Iterations of a linalg op: the product of its loops' ranges, each
     read from an operand dimension that an indexing map sends it to as a
     plain dimension (as MLIR's `getStaticLoopRanges`); when some loop has
@@ -241,7 +241,7 @@ def _shape_key(op: ir.Operation) -> _ShapeKey | None:
 
 
 class _Domains(dict[ir.Operation, int]):
-    """`_domain` of each linalg op holding a float op, made when asked; the
+    """`domain` of each linalg op holding a float op, made when asked; the
     converted domains by `_shape_key` too (D-COMPILE-FLOPS-SHAPES): a tiled
     CNN converts each of its few convolution shapes once, not each of its
     hundreds of convolutions."""

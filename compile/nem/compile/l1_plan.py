@@ -6,9 +6,10 @@ The tile sizes of D-COMPILE-TILES come from a model of the tile's footprint
 lowering then declares can be more: the peeled copies of a tile that does
 not divide its loop (`transform.loop.peel` clones the promoted tile with its
 own L1 buffers, all of them in the same top-level statement), buffers in
-the bodies of nested pipelined loops (two slots each, D-LOW-PIPE-BODY,
-D-LOW-PIPE), and the lowering's scratch tiles (accumulators, intermediate
-results: D-LOW-ACCUM, D-LOW-CAST-TREE, D-LOW-BCAST-OPERAND).
+the bodies of nested pipelined loops (two slots each, or as many as `plan`
+gives short tile loops: D-LOW-PIPE-BODY, D-LOW-PIPE), and the lowering's
+scratch tiles (accumulators, intermediate results: D-LOW-ACCUM,
+D-LOW-CAST-TREE, D-LOW-BCAST-OPERAND).
 
 So each op is measured once tiled, on the IR itself: per fast memory space
 (engine k's L1 is space 2 + k), the bytes of every L1 allocation the tiled
@@ -35,9 +36,11 @@ from mlir import ir
 
 from nem.compile.fusion import FUSE, broadcast_inputs, epilogue_steps
 from nem.compile.hoist import varies
-from nem.compile.nest_ir import ops_named, owner_op
+from nem.compile.nest_ir import const_index, ops_named, owner_op
 from nem.compile.target import FAST_SPACE
+from nem.compile.tile_time import DMA_BYTES, NMU_MACS
 from nem.dialect.semantics.clamp import clamp_matches_min_max
+from nem.passes.lowering.structure import WIDE, tile_window
 
 if TYPE_CHECKING:
     from nem.dialect.device_model import Device
@@ -87,6 +90,15 @@ def _in_loop(op: ir.Operation) -> bool:
             return True
         parent = parent.parent
     return False
+
+
+def _trips(loop: ir.Operation) -> int:
+    """The trip count of an `scf.for` of constant bounds (the tile loops the
+    transform leaves), else 0 (two slots, `tile_window`)."""
+    lb, ub, step = (const_index(v) for v in list(loop.operands)[:3])
+    if loop.name != "scf.for" or lb is None or ub is None or not step:
+        return 0
+    return max(0, -(-(ub - lb) // step))
 
 
 REDUCING = ("conv", "matmul", "pooling", "reduce", "softmax")
@@ -283,14 +295,17 @@ def _alloc_of(v: ir.Value) -> ir.Operation | None:
     return op if op is not None and op.name in ("memref.alloc", "memref.alloca") else None
 
 
-def measure(roots: Iterable[ir.Operation], pipeline: bool, strip: tuple[str, ...] = ()) -> Need:
+def measure(
+    roots: Iterable[ir.Operation], pipeline: bool, strip: tuple[str, ...] = (), window: int = 2
+) -> Need:
     """The L1 bytes per fast memory space of the ops `roots` (one tiled op
     and everything its tiling made, in order), as the module doc counts them:
     each allocation is live over the top-level ops that use it (through its
     views), as `nem-share-buffers` sees its buffer (D-LOW-SHARE); each
     compute op adds its scratch at its top-level op; the need is the peak
     over the top-level ops.  `strip`: attributes removed from the linalg
-    ops on the way (the caller's markers: no walk of its own for them)."""
+    ops on the way (the caller's markers: no walk of its own for them).
+    `window`: the slots of a pipelined loop's body (`plan`'s)."""
     roots = [r.operation if isinstance(r, ir.OpView) else r for r in roots]
     index = {op: k for k, op in enumerate(roots)}
     live: dict[int, list[int]] = {}
@@ -302,7 +317,7 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool, strip: tuple[str, ...
             row[last + 1] -= n
 
     def slots(op: ir.Operation) -> int:
-        return 2 if pipeline and _in_loop(op) else 1
+        return window if pipeline and _in_loop(op) else 1
 
     def span(v: ir.Value, at: int) -> tuple[int, int]:
         first = last = at
@@ -340,7 +355,7 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool, strip: tuple[str, ...
                     if FUSE in op.attributes:
                         add(
                             _space(v.type),
-                            scratch_bytes(v) * _broadcast_slots(op, pipeline),
+                            scratch_bytes(v) * _broadcast_slots(op, pipeline, window),
                             at,
                             at,
                         )
@@ -379,6 +394,89 @@ def measure(roots: Iterable[ir.Operation], pipeline: bool, strip: tuple[str, ...
     return Need(peaks)
 
 
+def plan(
+    roots: Sequence[ir.Operation],
+    pipeline: bool,
+    capacity: int,
+    dmas: int,
+    macs: int,
+    strip: tuple[str, ...] = (),
+) -> tuple[Need, int]:
+    """What `measure` counts of the tiled op `roots`, with its tile loops'
+    trips all in flight where every innermost one is short
+    (`structure.tile_window`) and their slots fit `capacity`, the loops
+    marked `structure.WIDE` for the lowering; else two.  Returns the need
+    and the window (0: two).  One window for all of them: the engine parts'
+    loops jam only with the same `@max_in_flight` (D-NEM-JAM-ENGINES).
+    Checked here, not left to `fit`, which would shrink the tiles for a
+    wider window instead (D-COMPILE-TILE-TIME, session 35)."""
+    inner = innermost_loops(roots)
+    window = max((tile_window(_trips(loop)) for loop in inner), default=2)
+    if (
+        pipeline
+        and window > 2
+        and all(_trips(loop) <= window for loop in inner)
+        and compute_bound(inner, macs, dmas)
+    ):
+        need = measure(roots, pipeline, strip, window)
+        if need.over(capacity) is None:
+            mark(inner, window)
+            return need, window
+        strip = ()  # stripped
+    return measure(roots, pipeline, strip), 0
+
+
+def compute_bound(loops: Sequence[ir.Operation], macs: int, dmas: int) -> bool:
+    """Whether the tile loops `loops` keep their engines' NMUs at least as
+    long as their copies keep the engines' `dmas` DMAs each, at the tile
+    estimate's rates (`tile_time`): `macs`, the tiled op's multiply-adds,
+    against the bytes the loops' copies move (each copy's static side, the
+    DDR slice, times the trips of the loops around it), both per engine
+    part.  Only such loops gain from more iterations in flight (an op of no
+    multiply-adds is not one): a DMA-bound body's copies already fill the
+    DMAs, and each extra iteration's tokens are taken from the copies
+    around it (D-COMPILE-TILE-TIME, session 37)."""
+    moved = 0
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal moved
+        if op.name in ("linalg.copy", "linalg.transpose"):
+            moved += max(_bytes(ir.MemRefType(v.type)) for v in op.operands)
+        return ir.WalkResult.SKIP if op.name.startswith("linalg.") else ir.WalkResult.ADVANCE
+
+    for loop in loops:
+        before = moved
+        loop.walk(visit, ir.WalkOrder.PRE_ORDER)
+        runs, at = 1, loop
+        while at is not None:
+            runs *= _trips(at) if at.name == "scf.for" else 1
+            at = at.parent
+        moved = before + (moved - before) * runs
+    return macs > 0 and -(-macs // NMU_MACS) * DMA_BYTES * dmas >= moved
+
+
+def mark(loops: Iterable[ir.Operation], window: int) -> None:
+    """Mark the tile loops `loops` `structure.WIDE`: `window` iterations in flight."""
+    for loop in loops:
+        loop.attributes[WIDE] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), window)
+
+
+def innermost_loops(roots: Iterable[ir.Operation]) -> list[ir.Operation]:
+    """The `scf.for` loops of `roots` with no loop inside (the tile loops
+    the lowering pipelines, D-LOW-PIPE-BODY)."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "scf.for" and not _has_loop(op):
+            found.append(op)
+        return ir.WalkResult.SKIP if op.name.startswith("linalg.") else ir.WalkResult.ADVANCE
+
+    for root in roots:
+        if root.name != "arith.constant":
+            root.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
 def strip(roots: Iterable[ir.Operation], keys: tuple[str, ...]) -> None:
     """Delete attributes `keys` from the linalg ops in `roots`, as
     `measure(roots, .., strip=keys)` does, without measuring (a need known
@@ -398,11 +496,11 @@ def strip(roots: Iterable[ir.Operation], keys: tuple[str, ...]) -> None:
             root.walk(visit, ir.WalkOrder.PRE_ORDER)
 
 
-def _broadcast_slots(op: ir.Operation, pipeline: bool) -> int:
+def _broadcast_slots(op: ir.Operation, pipeline: bool, window: int) -> int:
     """The L1 slots of output-sized tiles that `fusion.finish` broadcasts the
     fused tile `op`'s per-channel inputs into (`fusion.broadcast_inputs`):
     each is hoisted out of every loop around `op` that its source does not
-    vary in (`hoist.hoist_op`), so it is in a loop, two slots when
+    vary in (`hoist.hoist_op`), so it is in a loop, `window` slots when
     pipelined, only if its source varies in the outermost one (the channel
     loop when it is outside the spatial ones; a tile of `--no-hoist`).
     The staged slice each is broadcast from is counted as allocated here,
@@ -414,7 +512,7 @@ def _broadcast_slots(op: ir.Operation, pipeline: bool) -> int:
             outer = parent
         parent = parent.parent
     return sum(
-        2 if pipeline and outer is not None and varies(y, outer) else 1
+        window if pipeline and outer is not None and varies(y, outer) else 1
         for y in broadcast_inputs(op)
     )
 

@@ -536,7 +536,7 @@ def _tile_op(
     its layers' shapes.  An op marked `zero_init.MARK` (the constant of
     the fill dropped) fills its tiles' outputs in L1 with it if the sizes
     leave its reduction loops whole (the bool returned: whether it did)."""
-    from nem.compile import hoist, l1_plan, nest_ir, tiling
+    from nem.compile import flops, hoist, l1_plan, nest_ir, tiling
 
     applied: list[str] = []
     zeroed = [False]  # the last attempt's tiles fill their outputs (D-COMPILE-ZERO-INIT)
@@ -544,6 +544,7 @@ def _tile_op(
     fill = zero_init.MARK in op.attributes
     value = op.attributes[zero_init.MARK] if fill else None  # the fill's constant
     reductions = zero_init.reductions(op) if fill else set()
+    macs = flops.domain(op) if zero_init.reductions(op) else 0  # l1_plan.compute_bound
     zero = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
     with nest_ir.Isolated(op) as iso:
         pristine = op.clone(ir.InsertionPoint(op))  # tiled again from this copy
@@ -574,14 +575,21 @@ def _tile_op(
             applied[:] = [script([(k, tiled, generalize, operands)], keep)]
             last[:] = [o for o in iso.ops() if o not in base]
             # the markers go (the tiled ops carry the op's) as it measures
-            need = seen.needs.get((before, run))
-            if need is not None:
+            known = seen.needs.get((before, run))
+            if known is not None:
                 l1_plan.strip(last, (TAG, PIN))
-                return need
-            need = seen.needs[before, run] = l1_plan.measure(
-                last, options.pipeline, strip=(TAG, PIN)
+                if known[1]:
+                    l1_plan.mark(l1_plan.innermost_loops(last), known[1])
+                return known[0]
+            known = seen.needs[before, run] = l1_plan.plan(
+                last,
+                options.pipeline,
+                device.topology.l1_size_bytes,
+                device.units("DMA"),
+                macs,
+                strip=(TAG, PIN),
             )
-            return need
+            return known[0]
 
         budget = tiling.l1_budget(device, options.pipeline)
         assert plan.resize is not None
@@ -605,11 +613,11 @@ class Seen:
     earlier one can take again (`_tile_op`): each script parsed, and the L1
     need measured of each (isolated function before tiling, as printed;
     script) pair: the transforms and the hoisting are deterministic, so the
-    same text tiled by the same script is the same IR, whose need
-    (`l1_plan.measure`) is the same."""
+    same text tiled by the same script is the same IR, whose need and
+    window (`l1_plan.plan`) are the same."""
 
     scripts: dict[str, Parsed] = field(default_factory=dict)
-    needs: dict[tuple[str, str], Need] = field(default_factory=dict)
+    needs: dict[tuple[str, str], tuple[Need, int]] = field(default_factory=dict)
 
 
 def parse_transform(text: str, context: ir.Context) -> Parsed:

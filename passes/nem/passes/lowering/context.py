@@ -290,6 +290,8 @@ class LoweringContext:
         """Scopes of the partial-tile checks, outermost (the function) first."""
         self.pipelined: list[Var] = []
         """Variables of the re-rolled pipelined loops being lowered (D-LOW-PIPE)."""
+        self.slots: list[int] = []
+        """The slots of each loop of `pipelined`."""
         self.executes: list[Operation] = []
         """The `async.execute`s being lowered, innermost last."""
         self.async_values: set[SSAValue] = set()

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from xdsl.dialects import affine
-from xdsl.dialects.builtin import MemRefType
+from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
@@ -34,7 +34,7 @@ from nem.passes.lowering.partial_tiles import (
     partial_tile_op,
 )
 from nem.passes.lowering.reroll import is_rerolled, last_iteration
-from nem.passes.lowering.structure import allocation, is_structural
+from nem.passes.lowering.structure import WIDE, allocation, is_structural
 from nem.passes.lowering.tile_loops import is_tile_loop
 
 if TYPE_CHECKING:
@@ -126,17 +126,21 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     iv = op.body.block.args[0]
     partial = partial_of(op, lb, step, trip, ctx.affine, ctx.env)
     window = 2 if rerolled or staged_tiles(lw, op) else None
+    if window and not rerolled and isinstance(wide := op.attributes.get(WIDE), IntegerAttr):
+        window = wide.value.data  # all its trips, counted by the tile stage
 
     def tiles(n: int) -> None:
         with nem_loop(lw, op, n, st, max_in_flight=window) as (body, var):
             ctx.env[iv] = lb + Aff.atom(var).scale(step)
-            if window:  # the body's buffers in two slots (D-LOW-PIPE, D-LOW-PIPE-BODY)
+            if window:  # the body's buffers in `window` slots (D-LOW-PIPE, D-LOW-PIPE-BODY)
                 ctx.pipelined.append(var)
+                ctx.slots.append(window)
             try:
                 lw.lower_block(op.body.block, body)
             finally:
                 if window:
                     ctx.pipelined.pop()
+                    ctx.slots.pop()
         if rerolled:
             ctx.summary.notes.append(
                 f"pipelined loop at {SourceLoc.of(op)} -> ping-pong slots under @max_in_flight(2)"
@@ -144,7 +148,7 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
         elif window:
             ctx.summary.notes.append(
                 f"tile loop at {SourceLoc.of(op)} -> its L1 buffers in "
-                "two slots under @max_in_flight(2)"
+                f"{window} slots under @max_in_flight({window})"
             )
 
     if partial is None:

@@ -72,6 +72,7 @@ class ScfForToAffine(RewritePattern):
             step,
         )
         new.location = op.location
+        new.attributes.update(op.attributes)  # the tile stage's marks (`structure.WIDE`)
         rewriter.replace_matched_op(new)
 
 

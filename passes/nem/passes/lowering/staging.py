@@ -139,7 +139,7 @@ def scratch(
     `ident` tells apart the temporaries one computation needs at the same
     time.  The tasks of different `async.execute`s (and of the main stream)
     do not share one: they may run concurrently (D-LOW-ASYNC)."""
-    slots = 2 if ctx.pipelined else 1
+    slots = ctx.slots[-1] if ctx.pipelined else 1
     context = ctx.executes[-1] if ctx.executes else None
     elem = like.elem if elem is None else elem
     key = (
@@ -147,7 +147,7 @@ def scratch(
         tuple(shape),
         elem,
         slots,
-        ctx.pipelined[-1].key if slots == 2 else None,
+        ctx.pipelined[-1].key if slots >= 2 else None,
         ident,
         context,
     )
@@ -161,7 +161,7 @@ def scratch(
     n = 1
     for d in shape:
         n *= d
-    base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n) if slots == 2 else Aff.c(0)
+    base = Aff.atom(ctx.pipelined[-1]).mod(slots).scale(n) if slots >= 2 else Aff.c(0)
     view = View(buf, like.level, elem, tuple(shape), row_major(shape), base, name)
     ctx.scratch[key] = view
     return view

@@ -62,3 +62,22 @@ def allocation(op: Operation) -> str | None:
     if isinstance(op, BufferOp) and op.replaces is not None:
         return op.replaces.data
     return None
+
+
+ALL_IN_FLIGHT = 4
+"""A tile loop of at most this many trips may run them all at once, each in
+its own slot of the body's L1 buffers (D-COMPILE-TILE-TIME, session 35):
+with two slots, iteration 2's loads wait for iteration 0's stores, which on
+a loop jammed over the engines (D-COMPILE-ENGINES) waits for every engine's."""
+WIDE = "nem.all_in_flight"
+"""The attribute of a short tile loop whose slots the tile stage's L1 plan
+fitted (`l1_plan.plan`): the iterations the lowering keeps in flight, all
+its trips, each in a slot of the body's buffers.  Any other pipelined tile
+loop keeps two (D-LOW-PIPE-BODY)."""
+
+
+def tile_window(trips: int) -> int:
+    """The iterations in flight of a tile loop of `trips` trips, and so the
+    slots of its body's buffers: all of them in a short loop
+    (`ALL_IN_FLIGHT`), else two."""
+    return trips if 2 < trips <= ALL_IN_FLIGHT else 2
