@@ -190,7 +190,7 @@ def test_domains_from_indexing_maps_agree_with_the_loops(name):
         checked = [op for op in ops if flops._map_ranges(op) is not None]
         assert len(checked) >= 3
         for op in checked:
-            assert flops._domain(op) == flops._converted_domain(op), op.name
+            assert flops.domain(op) == flops._converted_domain(op), op.name
 
 
 @pytest.mark.parametrize("name", ["cnn", "resblock"])
