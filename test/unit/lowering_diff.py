@@ -162,17 +162,16 @@ def old_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockState
     nbytes = buffer_bytes(t.get_shape(), elem)
     if seen is not None:
         n_el = nbytes // View(seen.buffer, seen.level, elem, (), (), Aff.c(0), "").elem_bytes
-        base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n_el) if ctx.pipelined else Aff.c(0)
-        ctx.views[result] = replace(seen, base=base)
+        ctx.views[result] = replace(seen, base=ctx.slot_base(n_el))
         return
-    slots = 2 if ctx.pipelined else 1
+    slots = ctx.slots
     name = ctx.names.fresh(result.name_hint, f"{level.split('[')[0]}_buf")
     buf = ctx.declare_buffer(name, level, nbytes * slots, op.location)
     ctx.allocated.append(buf)
     base = Aff.c(0)
-    if slots == 2:
+    if slots >= 2:
         n_el = nbytes // View(buf, MemLevelAttr(level), elem, (), (), Aff.c(0), "").elem_bytes
-        base = Aff.atom(ctx.pipelined[-1]).mod(2).scale(n_el)
+        base = ctx.slot_base(n_el)
         ctx.summary.slotted.append(name)
     ctx.views[result] = View(
         buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides, base, name

@@ -266,15 +266,6 @@ class _Domains(dict[ir.Operation, int]):
         return n
 
 
-def _scf_trips(loop: ir.Operation) -> int:
-    from nem.compile.nest_ir import const_index
-
-    lo, hi, step = (const_index(v) for v in list(loop.operands)[:3])
-    if lo is None or hi is None or not step:
-        return 1
-    return -(-(hi - lo) // step)
-
-
 def _is_float_op(op: ir.Operation) -> bool:
     return op.name in FLOAT_OPS or (
         op.name.startswith("math.") and any(isinstance(r.type, ir.FloatType) for r in op.results)
@@ -567,6 +558,8 @@ class _Count:
     def _float_op(
         self, op: ir.Operation, position: Callable[[ir.Operation], tuple[int, int]]
     ) -> None:
+        from nem.compile.nest_ir import scf_trips
+
         n, root, parent = 1, None, op.parent
         while parent is not None and parent.name != "func.func":
             if parent.name == "affine.for":
@@ -574,7 +567,8 @@ class _Count:
                 if not self._has_dma(parent.operation):
                     root = parent.operation
             elif parent.name == "scf.for":  # the transform route's tile loops
-                n *= _scf_trips(parent.operation)
+                trips = scf_trips(parent.operation)
+                n *= 1 if trips is None else trips
             elif parent.name.startswith("linalg."):
                 n *= self.domains[parent.operation]
                 root = parent.operation

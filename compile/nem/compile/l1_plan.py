@@ -36,7 +36,7 @@ from mlir import ir
 
 from nem.compile.fusion import FUSE, broadcast_inputs, epilogue_steps
 from nem.compile.hoist import varies
-from nem.compile.nest_ir import const_index, ops_named, owner_op
+from nem.compile.nest_ir import ops_named, owner_op, scf_trips
 from nem.compile.target import FAST_SPACE
 from nem.compile.tile_time import DMA_BYTES, NMU_MACS
 from nem.dialect.semantics.clamp import clamp_matches_min_max
@@ -90,15 +90,6 @@ def _in_loop(op: ir.Operation) -> bool:
             return True
         parent = parent.parent
     return False
-
-
-def _trips(loop: ir.Operation) -> int:
-    """The trip count of an `scf.for` of constant bounds (the tile loops the
-    transform leaves), else 0 (two slots, `tile_window`)."""
-    lb, ub, step = (const_index(v) for v in list(loop.operands)[:3])
-    if loop.name != "scf.for" or lb is None or ub is None or not step:
-        return 0
-    return max(0, -(-(ub - lb) // step))
 
 
 REDUCING = ("conv", "matmul", "pooling", "reduce", "softmax")
@@ -411,11 +402,11 @@ def plan(
     Checked here, not left to `fit`, which would shrink the tiles for a
     wider window instead (D-COMPILE-TILE-TIME, session 35)."""
     inner = innermost_loops(roots)
-    window = max((tile_window(_trips(loop)) for loop in inner), default=2)
+    window = max((tile_window(scf_trips(loop) or 0) for loop in inner), default=2)
     if (
         pipeline
         and window > 2
-        and all(_trips(loop) <= window for loop in inner)
+        and all((scf_trips(loop) or 0) <= window for loop in inner)
         and compute_bound(inner, macs, dmas)
     ):
         need = measure(roots, pipeline, strip, window)
@@ -449,7 +440,8 @@ def compute_bound(loops: Sequence[ir.Operation], macs: int, dmas: int) -> bool:
         loop.walk(visit, ir.WalkOrder.PRE_ORDER)
         runs, at = 1, loop
         while at is not None:
-            runs *= _trips(at) if at.name == "scf.for" else 1
+            trips = scf_trips(at)
+            runs *= 1 if trips is None else trips
             at = at.parent
         moved = before + (moved - before) * runs
     return macs > 0 and -(-macs // NMU_MACS) * DMA_BYTES * dmas >= moved

@@ -331,6 +331,17 @@ def const_index(v: ir.Value) -> int | None:
     return None
 
 
+def scf_trips(loop: ir.Operation) -> int | None:
+    """The trip count of an `scf.for` of constant bounds and step (the tile
+    loops the transform route leaves), else None (`flops`, `l1_plan`)."""
+    if loop.name != "scf.for":
+        return None
+    lo, hi, step = (const_index(v) for v in list(loop.operands)[:3])
+    if lo is None or hi is None or not step:
+        return None
+    return max(0, -(-(hi - lo) // step))
+
+
 def ops_named(root: ir.Operation, name: str) -> list[ir.Operation]:
     found: list[ir.Operation] = []
 

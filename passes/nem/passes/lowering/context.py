@@ -288,10 +288,10 @@ class LoweringContext:
         self.decls = NemBuilder.at_end(self.decl_block)
         self.scopes: list[PeelScope] = []
         """Scopes of the partial-tile checks, outermost (the function) first."""
-        self.pipelined: list[Var] = []
-        """Variables of the re-rolled pipelined loops being lowered (D-LOW-PIPE)."""
-        self.slots: list[int] = []
-        """The slots of each loop of `pipelined`."""
+        self.pipelined: list[tuple[Var, int]] = []
+        """The pipelined loops being lowered (re-rolled, D-LOW-PIPE, or tile
+        loops, D-LOW-PIPE-BODY), innermost last: each one's variable and the
+        slots of the buffers its body declares (its window)."""
         self.executes: list[Operation] = []
         """The `async.execute`s being lowered, innermost last."""
         self.async_values: set[SSAValue] = set()
@@ -311,6 +311,22 @@ class LoweringContext:
     def new_var(self, arg: BlockArgument | None, name: str, trip: int) -> Var:
         """A NEM loop variable; variables made earlier print first."""
         return Var(arg, name, trip, next(self._var_order))
+
+    # -- slots of pipelined loops ------------------------------------------------------
+    @property
+    def slots(self) -> int:
+        """The slots of a buffer declared here: the innermost pipelined
+        loop's window, else 1."""
+        return self.pipelined[-1][1] if self.pipelined else 1
+
+    def slot_base(self, n_el: int) -> Aff:
+        """Where this iteration's slot of a buffer of `n_el` elements starts:
+        `(v mod slots) * n_el` for the innermost pipelined loop's variable
+        `v`, else 0."""
+        if not self.pipelined:
+            return Aff.c(0)
+        var, slots = self.pipelined[-1]
+        return Aff.atom(var).mod(slots).scale(n_el)
 
     # -- index values ---------------------------------------------------------------
     def index(self, v: SSAValue, user: Operation) -> Aff:

@@ -133,14 +133,12 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
         with nem_loop(lw, op, n, st, max_in_flight=window) as (body, var):
             ctx.env[iv] = lb + Aff.atom(var).scale(step)
             if window:  # the body's buffers in `window` slots (D-LOW-PIPE, D-LOW-PIPE-BODY)
-                ctx.pipelined.append(var)
-                ctx.slots.append(window)
+                ctx.pipelined.append((var, window))
             try:
                 lw.lower_block(op.body.block, body)
             finally:
                 if window:
                     ctx.pipelined.pop()
-                    ctx.slots.pop()
         if rerolled:
             ctx.summary.notes.append(
                 f"pipelined loop at {SourceLoc.of(op)} -> ping-pong slots under @max_in_flight(2)"

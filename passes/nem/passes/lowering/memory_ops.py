@@ -92,12 +92,7 @@ def lower_alloc(lw: Lowering, op: DeclaredBuffer, st: BlockState) -> None:
         # iteration: in the slots of the loop lowering it now, else in slot 0
         # (nem-synthesize-deps orders either after the earlier uses)
         n_el = nbytes // View(seen.buffer, seen.level, elem, (), (), Aff.c(0), "").elem_bytes
-        base = (
-            Aff.atom(ctx.pipelined[-1]).mod(ctx.slots[-1]).scale(n_el)
-            if ctx.pipelined
-            else Aff.c(0)
-        )
-        ctx.views[result] = replace(seen, base=base)
+        ctx.views[result] = replace(seen, base=ctx.slot_base(n_el))
         return
     if op.buffer is None:
         raise reject(
@@ -106,14 +101,14 @@ def lower_alloc(lw: Lowering, op: DeclaredBuffer, st: BlockState) -> None:
             "(it ran with other memory-spaces than the conversion)",
             "give both passes the same memory-spaces",
         )
-    slots = ctx.slots[-1] if ctx.pipelined else 1
+    slots = ctx.slots
     name = op.buffer_name
     buf = ctx.declare_buffer(name, level, nbytes * slots, op.location)
     ctx.allocated.append(buf)
     base = Aff.c(0)
     if slots >= 2:
         n_el = nbytes // View(buf, MemLevelAttr(level), elem, (), (), Aff.c(0), "").elem_bytes
-        base = Aff.atom(ctx.pipelined[-1]).mod(slots).scale(n_el)
+        base = ctx.slot_base(n_el)
         ctx.summary.slotted.append(name)
     ctx.views[result] = View(
         buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides, base, name

@@ -14,7 +14,6 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from nem.dialect.attributes import RegionType
 from nem.dialect.builder import Loc, NemBuilder
 from nem.dialect.ops import ComputeOp, RegionOp, TaskOp
-from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.state import BlockState
@@ -139,7 +138,7 @@ def scratch(
     `ident` tells apart the temporaries one computation needs at the same
     time.  The tasks of different `async.execute`s (and of the main stream)
     do not share one: they may run concurrently (D-LOW-ASYNC)."""
-    slots = ctx.slots[-1] if ctx.pipelined else 1
+    slots = ctx.slots
     context = ctx.executes[-1] if ctx.executes else None
     elem = like.elem if elem is None else elem
     key = (
@@ -147,7 +146,7 @@ def scratch(
         tuple(shape),
         elem,
         slots,
-        ctx.pipelined[-1].key if slots >= 2 else None,
+        ctx.pipelined[-1][0].key if ctx.pipelined else None,
         ident,
         context,
     )
@@ -161,7 +160,7 @@ def scratch(
     n = 1
     for d in shape:
         n *= d
-    base = Aff.atom(ctx.pipelined[-1]).mod(slots).scale(n) if slots >= 2 else Aff.c(0)
+    base = ctx.slot_base(n)
     view = View(buf, like.level, elem, tuple(shape), row_major(shape), base, name)
     ctx.scratch[key] = view
     return view
