@@ -227,8 +227,8 @@ def summary_remarks(ctx: LoweringContext, fn: func.FuncOp) -> list[Diagnostic]:
     )
     if s.slotted:
         parts.append(
-            f"{len(s.slotted)} buffer(s) in 2 slots, hoisted out of pipelined "
-            f"loops: {', '.join(s.slotted[:FALLBACKS_LISTED])}"
+            f"{len(s.slotted)} buffer(s) with a slot per iteration in flight, hoisted "
+            f"out of pipelined loops: {', '.join(s.slotted[:FALLBACKS_LISTED])}"
             + (", ..." if len(s.slotted) > FALLBACKS_LISTED else "")
         )
     notes = list(dict.fromkeys(s.notes))

@@ -23,7 +23,7 @@ from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
 )
-from nem.passes.lowering import compute
+from nem.passes.lowering import compute, structure
 from nem.passes.lowering.affine_algebra import Aff, Var, is_index_arith, pick_minmax
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.partial_tiles import (
@@ -115,6 +115,27 @@ def nem_loop(
         yield NemBuilder.at_end(arg.block, op.location), ctx.new_var(arg, name, trip)
 
 
+def marked_window(op: affine.ForOp) -> int | None:
+    """The iterations in flight the tile stage gave tile loop `op`
+    (`structure.WIDE`: D-COMPILE-TILE-TIME), None where it is unmarked.  A
+    mark may exceed the loop's trips (one window for all of an op's tile
+    loops, so that the engine parts' loops jam, D-NEM-JAM-ENGINES) but not
+    `structure.ALL_IN_FLIGHT`, the most the tile stage writes; any other
+    mark is rejected at the loop (its buffers get that many slots)."""
+    mark, most = op.attributes.get(WIDE), structure.ALL_IN_FLIGHT
+    if mark is None:
+        return None
+    if not (isinstance(mark, IntegerAttr) and 2 <= mark.value.data <= most):
+        raise reject(
+            op,
+            f"{WIDE} = {mark} must be an integer from 2 to {most}: the "
+            "iterations in flight, each with its own slot of the body's buffers "
+            "(D-LOW-PIPE-BODY)",
+            f"remove it (two iterations in flight) or write {WIDE} = {most} : i64",
+        )
+    return mark.value.data
+
+
 def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     ctx = lw.ctx
     lb, step, trip = loop_bounds(op, ctx.affine)
@@ -126,8 +147,8 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     iv = op.body.block.args[0]
     partial = partial_of(op, lb, step, trip, ctx.affine, ctx.env)
     window = 2 if rerolled or staged_tiles(lw, op) else None
-    if window and not rerolled and isinstance(wide := op.attributes.get(WIDE), IntegerAttr):
-        window = wide.value.data  # all its trips, counted by the tile stage
+    if window and not rerolled:
+        window = marked_window(op) or window
 
     def tiles(n: int) -> None:
         with nem_loop(lw, op, n, st, max_in_flight=window) as (body, var):
