@@ -4,15 +4,16 @@
 //
 // nem-raise-scf-for: a constant-step scf.for over index becomes an
 // affine.for, its constant bounds folded into the maps, a bound value a
-// symbol (D-LOW-SCF); an scf.for over i32 is left for the conversion to reject.
+// symbol (D-LOW-SCF), naming the op it replaced (`nem_lowering.replaces`, the
+// name diagnostics give); an scf.for over i32 is left for the conversion to reject.
 // RUN: nem-opt %s -p nem-raise-scf-for | filecheck %s --check-prefix=RAISE
 // RAISE-LABEL: func.func @main(
 // RAISE: %dead = arith.constant 99999999999999999999999 : i128
 // RAISE: affine.for %i = 0 to 8 step 2 {
 // RAISE-NEXT: %v = memref.load %x[%i] : memref<8xf32>
 // RAISE-NEXT: memref.store %v, %x[%i] : memref<8xf32>
-// RAISE-NEXT: }
-// RAISE-NOT: scf.for
+// RAISE-NEXT: } {nem_lowering.replaces = "scf.for"}
+// RAISE-NOT: scf.for %
 // RAISE-LABEL: func.func private @sym(
 // RAISE: affine.for %i = 0 to %n {
 // RAISE-LABEL: func.func private @narrow(
@@ -34,9 +35,9 @@
 // RANGE-LABEL: func.func @main(
 // RANGE-NEXT: %c0 = arith.constant 0 : index
 // RUN: not nem-opt %s -p nem-check-input-ranges 2>&1 | filecheck %s --check-prefix=DEAD
-// DEAD: prepare.mlir:54:3: error: cannot lower 'arith.constant': value = 99999999999999999999999 is outside NEM's 64-bit integers (D-INT-RANGE)
+// DEAD: prepare.mlir:55:3: error: cannot lower 'arith.constant': value = 99999999999999999999999 is outside NEM's 64-bit integers (D-INT-RANGE)
 // RUN: not nem-opt %s -p 'nem-drop-dead-arith{entry=big},nem-check-input-ranges{entry=big}' 2>&1 | filecheck %s --check-prefix=BIG
-// BIG: prepare.mlir:85:3: error: cannot lower 'memref.alloc': memref<4611686018427387904xi8> is larger than NEM's 64-bit sizes (D-INT-RANGE)
+// BIG: prepare.mlir:86:3: error: cannot lower 'memref.alloc': memref<4611686018427387904xi8> is larger than NEM's 64-bit sizes (D-INT-RANGE)
 // BIG-NEXT: %m = memref.alloc() : memref<4611686018427387904xi8>
 // BIG: fix: use smaller shapes
 // RUN: not nem-opt %s -p 'nem-check-input-ranges{entry=none}' 2>&1 | filecheck %s --check-prefix=ENTRY

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from xdsl.dialects import affine, arith, scf
-from xdsl.dialects.builtin import AffineMapAttr, IndexType, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import AffineMapAttr, IndexType, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.pattern_rewriter import (
@@ -26,6 +26,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from nem.dialect.per_class import subclass_table
+from nem.dialect.view_op import REPLACES
 from nem.passes.lowering.diagnostics import reject
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class ScfForToAffine(RewritePattern):
         )
         new.location = op.location
         new.attributes.update(op.attributes)  # the tile stage's marks (`structure.WIDE`)
+        new.attributes[REPLACES] = StringAttr(op.name)  # messages name what the user wrote
         rewriter.replace_matched_op(new)
 
 
