@@ -65,7 +65,10 @@ slices are the largest (`share`: fewer slices than the DMAs, or none).
 Before a block is budgeted, its small transfers whose tokens a loop of the
 block consumes are waited for right before that loop (`retire_held`): held,
 each counted at every statement of the loop (D-TOK-LIVE), and a padded
-input's border fills took the slices of its consumer's tile copies.  Slices are not
+input's border fills took the slices of its consumer's tile copies; those
+under `min-piece` that two or more of its statements consume, right before
+the first (`retire_shared`: the border strips that every engine part of a
+convolution loads, held from the first part's load to the last).  Slices are not
 split again (`split_already`): run on its own output, the pass changes
 nothing.  That choice is an analysis of its own
 (`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
@@ -372,6 +375,8 @@ class Choice:
         # from `min-once` on, a transfer keeps its slices' tokens (`reserved`)
         if retire_held(live, min(self.retire_below, self.min_once)):
             live = block_liveness(block, self.ev, bodies=False)
+        if retire_shared(live, min(self.retire_below, self.min_piece)):
+            live = block_liveness(block, self.ev, bodies=False)
         counts = live.counts()  # the block's own tokens; its loops' added below
         least = int(
             least_span(
@@ -511,6 +516,54 @@ def retire_held(live: BlockLiveness, below: int) -> bool:
     return bool(held)
 
 
+def retire_shared(live: BlockLiveness, below: int) -> bool:
+    """Wait, right before the first of them, for the block's async transfers
+    moving fewer than `below` bytes whose tokens two or more statements of
+    the block consume, none a loop, and drop those tokens from the later
+    deps and waits (a wait orders what follows it, D-HAZ-WAIT).  Held, the
+    16 border strips of SqueezeNet's n37, which each of its four parts
+    loads whole, were live from the first part's load to the last, whose
+    copies ran whole on one DMA; waited for, the stream pauses where the
+    first load would start after them anyway.  Whether any was retired
+    (session 37)."""
+    block = live.ops[0].parent_block() if live.ops else None
+    idx = {op: k for k, op in enumerate(live.ops)}
+    sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
+    held: dict[int, list[SSAValue]] = {}
+    for op in live.intervals:
+        if type(op) is not TransferOp or op in sliced or op.is_sync or moved_bytes(op) >= below:
+            continue
+        at: set[int] = set()
+        users: set[object] = set()  # the slices of a split count once: the pass stays idempotent
+        for u in op.result.uses:
+            cur: Operation | None = u.operation
+            while cur is not None and cur.parent_block() is not block:
+                cur = cur.parent_op()
+            if cur is not None:
+                at.add(idx[cur])
+                users.add(_slice_key(cur) if isinstance(cur, TransferOp) and cur in sliced else cur)
+        if len(users) >= 2 and not any(type(live.ops[k]) is LoopOp for k in at):
+            held.setdefault(min(at), []).append(op.result)
+    for k, tokens in held.items():
+        first = live.ops[k]
+        keep = first if type(first) is WaitOp else None  # a wait first: it takes them
+        for token in tokens:
+            for user in {u.operation for u in token.uses} - {keep}:
+                retoken(user, token, [])
+                if type(user) is WaitOp and not user.operands:
+                    Rewriter.erase_op(user)
+        if keep is not None:
+            continue
+        before = first.prev_op
+        if type(before) is WaitOp:
+            before.operands = [*before.operands, *tokens]
+        else:
+            wait = WaitOp(tokens, [])
+            wait.location = first.location
+            Rewriter.insert_op(wait, InsertPoint.before(first))
+    return bool(held)
+
+
 def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
     """The transfers of one block that are the slices of a split: two or
     more between the same two buffers, with the same deps and the same
@@ -522,12 +575,15 @@ def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
     that key."""
     groups: dict[tuple[object, ...], list[TransferOp]] = {}
     for op in transfers:
-        users = frozenset(u.operation for u in op.result.uses)
-        ends = tuple(
-            v.owner.buffer if isinstance(v.owner, RegionOp) else v for v in (op.dst, op.src)
-        )
-        groups.setdefault((ends, op.dep_values(), users), []).append(op)
+        groups.setdefault(_slice_key(op), []).append(op)
     return {op for g in groups.values() if len(g) > 1 and _even_slices(g) for op in g}
+
+
+def _slice_key(op: TransferOp) -> tuple[object, ...]:
+    """What the slices of one split share: their two buffers, deps and consumers."""
+    users = frozenset(u.operation for u in op.result.uses)
+    ends = tuple(v.owner.buffer if isinstance(v.owner, RegionOp) else v for v in (op.dst, op.src))
+    return (ends, op.dep_values(), users)
 
 
 def _even_slices(group: Sequence[TransferOp]) -> bool:
@@ -697,7 +753,7 @@ class SplitTransfersPass(ModulePass):
       min-single: transfers that run once (in no loop) split from this span on
       few-runs: transfers in loops run at most this many times (their loops' trip counts multiplied)
       min-few: split from this span on, whatever they move
-      retire-below: a transfer moving fewer bytes whose token a loop consumes is waited for before it (0: none)
+      retire-below: a transfer moving fewer bytes whose token a loop consumes is waited for before it, one under min-piece two statements consume before the first (0: none)
       min-piece: no slice smaller than this (bytes)
       max-tokens: the live-token limit (overrides the device's SEQ.max_active_tokens)
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)
