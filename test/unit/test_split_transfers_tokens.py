@@ -47,6 +47,10 @@ stored (D-COMPILE-PAD-IN-PLACE), that two engine parts' loads read whole (Squeez
 output-channel parts): the strips' tokens are live until the second
 load, across the first part's weight copy `cw`."""
 
+SPACED = PADDED.replace("la = ", "wait(c1, c2)\nla = ", 1)
+"""`PADDED` with a wait between the strips and the first load (the fills'
+clamps): the strips had a stretch of the stream to run in."""
+
 
 def _split(text: str, **options: int) -> str:
     """`text` after `nem-split-transfers{options}`, checked by `nem-verify`."""
@@ -86,16 +90,16 @@ def test_small_transfers_two_statements_consume_are_waited_for_before_the_first(
     deps, they leave 2: each takes 2 slices.  The same bits under random
     schedules, race-free (`nem-verify`), fewer cycles, within the limit, and
     a second run changes nothing."""
-    held = _split(PADDED, max_tokens=5, retire_below=0)
+    held = _split(SPACED, max_tokens=5, retire_below=0)
     assert "deps=[la, cw]" in held and "deps=[f1, f2]" in held
-    out = _split(PADDED, max_tokens=5)
-    assert "wait(f1, f2)\nla_1 = " in out and "deps=[f1" not in out
+    out = _split(SPACED, max_tokens=5)
+    assert "wait(c1, c2)\nwait(f1, f2)\nla_1 = " in out and "deps=[f1" not in out
     assert "deps=[la_1, la_2, cw_1, cw_2]" in out
     (prog,) = programs(parse_nem(out, str(LIT)))
     assert max_live_tokens(prog) <= 5
     (y_held, cycles_held), (y_out, cycles_out) = _run(held), _run(out)
     assert np.array_equal(y_out, y_held) and y_out.any()
-    assert np.array_equal(_run(PADDED)[0], y_out)
+    assert np.array_equal(_run(SPACED)[0], y_out)
     assert cycles_out < 0.8 * cycles_held
     assert _split(out, max_tokens=5) == out
 
@@ -104,8 +108,22 @@ def test_a_wait_that_consumes_them_first_takes_them():
     """Where the first statement consuming the strips is a wait, that wait
     is the one before the first consumer: the later load drops them, and
     no other wait is added."""
-    text = PADDED.replace("la = transfer.async(", "wait(f1, f2)\nla = transfer.async(", 1)
+    text = SPACED.replace("la = transfer.async(", "wait(f1, f2)\nla = transfer.async(", 1)
     text = text.replace(", deps=[f1, f2])", ")", 1)
     out = _split(text, max_tokens=5)
     assert out.count("wait(f1, f2)") == 1 and "deps=[f1" not in out
     assert "wait(f1, f2)\nla_1 = " in out
+
+
+def test_strips_issued_right_before_the_first_load_are_retired_only_when_short():
+    """Issued right before their first consumer (`PADDED`), the strips are
+    waited for only where the block's tokens reach the limit in their live
+    interval: a wait there holds the stream until they, queued behind the
+    copies issued just before, have run (test_hoist's staged bias copies,
+    session 38).  With 32 tokens they stay in both loads' deps, as without
+    the rule; with a wait between them and the load (`SPACED`), they had the
+    stream's time to run, and are waited for before it whatever the tokens."""
+    assert _split(PADDED, max_tokens=32) == _split(PADDED, max_tokens=32, retire_below=0)
+    assert "deps=[f1" not in _split(PADDED, max_tokens=5)
+    spaced = _split(SPACED, max_tokens=32)
+    assert "wait(c1, c2)\nwait(f1, f2)\nla_1 = " in spaced and "deps=[f1" not in spaced

@@ -79,7 +79,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
 
@@ -375,7 +375,11 @@ class Choice:
         # from `min-once` on, a transfer keeps its slices' tokens (`reserved`)
         if retire_held(live, min(self.retire_below, self.min_once)):
             live = block_liveness(block, self.ev, bodies=False)
-        if retire_shared(live, min(self.retire_below, self.min_piece)):
+        full = block_liveness(block, self.ev).counts()
+        cap = math.inf if budget is None else budget
+        if retire_shared(
+            live, min(self.retire_below, self.min_piece), lambda a, b: max(full[a : b + 1]) >= cap
+        ):
             live = block_liveness(block, self.ev, bodies=False)
         counts = live.counts()  # the block's own tokens; its loops' added below
         least = int(
@@ -516,16 +520,19 @@ def retire_held(live: BlockLiveness, below: int) -> bool:
     return bool(held)
 
 
-def retire_shared(live: BlockLiveness, below: int) -> bool:
+def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int], bool]) -> bool:
     """Wait, right before the first of them, for the block's async transfers
-    moving fewer than `below` bytes whose tokens two or more statements of
-    the block consume, none a loop, and drop those tokens from the later
-    deps and waits (a wait orders what follows it, D-HAZ-WAIT).  Held, the
-    16 border strips of SqueezeNet's n37, which each of its four parts
-    loads whole, were live from the first part's load to the last, whose
-    copies ran whole on one DMA; waited for, the stream pauses where the
-    first load would start after them anyway.  Whether any was retired
-    (session 37)."""
+    under `below` bytes whose tokens two or more statements of the block
+    consume, none a loop, and drop them from the later deps and waits (a
+    wait orders what follows, D-HAZ-WAIT): SqueezeNet's n37's 16 border
+    strips, which its four parts each load, were live from the first load
+    to the last, whose copies ran whole on one DMA.  With a wait or a loop
+    between its issue and its first consumer a transfer had that stretch of
+    the stream to run; one issued right before it only where `crowded` (the
+    tokens at the limit in its interval, session 38: test_hoist's staged
+    bias copies queued behind the weight copies issued just before, and the
+    wait held the stream, the next engine's weights, until those had run).
+    Whether any was retired (session 37)."""
     block = live.ops[0].parent_block() if live.ops else None
     idx = {op: k for k, op in enumerate(live.ops)}
     sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
@@ -542,7 +549,15 @@ def retire_shared(live: BlockLiveness, below: int) -> bool:
             if cur is not None:
                 at.add(idx[cur])
                 users.add(_slice_key(cur) if isinstance(cur, TransferOp) and cur in sliced else cur)
-        if len(users) >= 2 and not any(type(live.ops[k]) is LoopOp for k in at):
+        issued = live.intervals[op][0]
+        if (
+            len(users) >= 2
+            and not any(type(live.ops[k]) is LoopOp for k in at)
+            and (
+                any(type(live.ops[j]) in (WaitOp, LoopOp) for j in range(issued + 1, min(at)))
+                or crowded(*live.intervals[op])
+            )
+        ):
             held.setdefault(min(at), []).append(op.result)
     for k, tokens in held.items():
         first = live.ops[k]
