@@ -96,6 +96,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from nem.analysis.range_max import MaxTree
 from nem.analysis.token_liveness import BlockLiveness, block_liveness, loop_copies
 from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
 from nem.dialect.builder import NemBuilder, Sym
@@ -304,45 +305,6 @@ def retoken(user: Operation, old: SSAValue, new: Sequence[SSAValue]) -> None:
         user.set_deps(out)
     else:
         user.operands = out
-
-
-class MaxTree:
-    """Live-token counts of one block's statements under range additions,
-    with their maximum over a range: a segment tree (each query and update
-    O(log n), so choosing a block's splits stays linear-logarithmic)."""
-
-    def __init__(self, values: Sequence[int]):
-        self.size = size = 1 << max(0, len(values) - 1).bit_length()
-        self.top = [0] * (2 * size)  # max of a node's range, its own additions included
-        self.add_ = [0] * (2 * size)  # additions to a node's whole range
-        self.top[size : size + len(values)] = values
-        for i in range(size - 1, 0, -1):
-            self.top[i] = max(self.top[2 * i], self.top[2 * i + 1])
-
-    def add(self, lo: int, hi: int, v: int, i: int = 1, a: int = 0, b: int = -1) -> None:
-        """Add `v` to the statements `lo..hi` (inclusive)."""
-        b = self.size - 1 if b < 0 else b
-        if hi < a or b < lo:
-            return
-        if lo <= a and b <= hi:
-            self.top[i] += v
-            self.add_[i] += v
-            return
-        m = (a + b) // 2
-        self.add(lo, hi, v, 2 * i, a, m)
-        self.add(lo, hi, v, 2 * i + 1, m + 1, b)
-        self.top[i] = max(self.top[2 * i], self.top[2 * i + 1]) + self.add_[i]
-
-    def max(self, lo: int, hi: int, i: int = 1, a: int = 0, b: int = -1) -> int:
-        """The largest count among the statements `lo..hi` (inclusive)."""
-        b = self.size - 1 if b < 0 else b
-        if hi < a or b < lo:
-            return -(1 << 62)
-        if lo <= a and b <= hi:
-            return self.top[i]
-        m = (a + b) // 2
-        inner = max(self.max(lo, hi, 2 * i, a, m), self.max(lo, hi, 2 * i + 1, m + 1, b))
-        return inner + self.add_[i]
 
 
 @dataclass
