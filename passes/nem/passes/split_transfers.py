@@ -65,7 +65,10 @@ slices are the largest (`share`: fewer slices than the DMAs, or none).
 Before a block is budgeted, its small transfers whose tokens a loop of the
 block consumes are waited for right before that loop (`retire_held`): held,
 each counted at every statement of the loop (D-TOK-LIVE), and a padded
-input's border fills took the slices of its consumer's tile copies.  Slices are not
+input's border fills took the slices of its consumer's tile copies; those
+under `min-piece` that two or more of its statements consume, right before
+the first (`retire_shared`: the border strips that every engine part of a
+convolution loads, held from the first part's load to the last).  Slices are not
 split again (`split_already`): run on its own output, the pass changes
 nothing.  That choice is an analysis of its own
 (`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
@@ -76,7 +79,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
 
@@ -93,6 +96,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from nem.analysis.range_max import MaxTree
 from nem.analysis.token_liveness import BlockLiveness, block_liveness, loop_copies
 from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
 from nem.dialect.builder import NemBuilder, Sym
@@ -303,45 +307,6 @@ def retoken(user: Operation, old: SSAValue, new: Sequence[SSAValue]) -> None:
         user.operands = out
 
 
-class MaxTree:
-    """Live-token counts of one block's statements under range additions,
-    with their maximum over a range: a segment tree (each query and update
-    O(log n), so choosing a block's splits stays linear-logarithmic)."""
-
-    def __init__(self, values: Sequence[int]):
-        self.size = size = 1 << max(0, len(values) - 1).bit_length()
-        self.top = [0] * (2 * size)  # max of a node's range, its own additions included
-        self.add_ = [0] * (2 * size)  # additions to a node's whole range
-        self.top[size : size + len(values)] = values
-        for i in range(size - 1, 0, -1):
-            self.top[i] = max(self.top[2 * i], self.top[2 * i + 1])
-
-    def add(self, lo: int, hi: int, v: int, i: int = 1, a: int = 0, b: int = -1) -> None:
-        """Add `v` to the statements `lo..hi` (inclusive)."""
-        b = self.size - 1 if b < 0 else b
-        if hi < a or b < lo:
-            return
-        if lo <= a and b <= hi:
-            self.top[i] += v
-            self.add_[i] += v
-            return
-        m = (a + b) // 2
-        self.add(lo, hi, v, 2 * i, a, m)
-        self.add(lo, hi, v, 2 * i + 1, m + 1, b)
-        self.top[i] = max(self.top[2 * i], self.top[2 * i + 1]) + self.add_[i]
-
-    def max(self, lo: int, hi: int, i: int = 1, a: int = 0, b: int = -1) -> int:
-        """The largest count among the statements `lo..hi` (inclusive)."""
-        b = self.size - 1 if b < 0 else b
-        if hi < a or b < lo:
-            return -(1 << 62)
-        if lo <= a and b <= hi:
-            return self.top[i]
-        m = (a + b) // 2
-        inner = max(self.max(lo, hi, 2 * i, a, m), self.max(lo, hi, 2 * i + 1, m + 1, b))
-        return inner + self.add_[i]
-
-
 @dataclass
 class Choice:
     """Which transfers of a program split and how (`choose_splits`)."""
@@ -371,6 +336,12 @@ class Choice:
         live = block_liveness(block, self.ev, bodies=False)
         # from `min-once` on, a transfer keeps its slices' tokens (`reserved`)
         if retire_held(live, min(self.retire_below, self.min_once)):
+            live = block_liveness(block, self.ev, bodies=False)
+        full = block_liveness(block, self.ev).counts()
+        cap = math.inf if budget is None else budget
+        if retire_shared(
+            live, min(self.retire_below, self.min_piece), lambda a, b: max(full[a : b + 1]) >= cap
+        ):
             live = block_liveness(block, self.ev, bodies=False)
         counts = live.counts()  # the block's own tokens; its loops' added below
         least = int(
@@ -511,6 +482,65 @@ def retire_held(live: BlockLiveness, below: int) -> bool:
     return bool(held)
 
 
+def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int], bool]) -> bool:
+    """Wait, right before the first of them, for the block's async transfers
+    under `below` bytes whose tokens two or more statements of the block
+    consume, none a loop, and drop them from the later deps and waits (a
+    wait orders what follows, D-HAZ-WAIT): SqueezeNet's n37's 16 border
+    strips, which its four parts each load, were live from the first load
+    to the last, whose copies ran whole on one DMA.  With a wait or a loop
+    between its issue and its first consumer a transfer had that stretch of
+    the stream to run; one issued right before it only where `crowded` (the
+    tokens at the limit in its interval, session 38: test_hoist's staged
+    bias copies queued behind the weight copies issued just before, and the
+    wait held the stream, the next engine's weights, until those had run).
+    Whether any was retired (session 37)."""
+    block = live.ops[0].parent_block() if live.ops else None
+    idx = {op: k for k, op in enumerate(live.ops)}
+    sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
+    held: dict[int, list[SSAValue]] = {}
+    for op in live.intervals:
+        if type(op) is not TransferOp or op in sliced or op.is_sync or moved_bytes(op) >= below:
+            continue
+        at: set[int] = set()
+        users: set[object] = set()  # the slices of a split count once: the pass stays idempotent
+        for u in op.result.uses:
+            cur: Operation | None = u.operation
+            while cur is not None and cur.parent_block() is not block:
+                cur = cur.parent_op()
+            if cur is not None:
+                at.add(idx[cur])
+                users.add(_slice_key(cur) if isinstance(cur, TransferOp) and cur in sliced else cur)
+        issued = live.intervals[op][0]
+        if (
+            len(users) >= 2
+            and not any(type(live.ops[k]) is LoopOp for k in at)
+            and (
+                any(type(live.ops[j]) in (WaitOp, LoopOp) for j in range(issued + 1, min(at)))
+                or crowded(*live.intervals[op])
+            )
+        ):
+            held.setdefault(min(at), []).append(op.result)
+    for k, tokens in held.items():
+        first = live.ops[k]
+        keep = first if type(first) is WaitOp else None  # a wait first: it takes them
+        for token in tokens:
+            for user in {u.operation for u in token.uses} - {keep}:
+                retoken(user, token, [])
+                if type(user) is WaitOp and not user.operands:
+                    Rewriter.erase_op(user)
+        if keep is not None:
+            continue
+        before = first.prev_op
+        if type(before) is WaitOp:
+            before.operands = [*before.operands, *tokens]
+        else:
+            wait = WaitOp(tokens, [])
+            wait.location = first.location
+            Rewriter.insert_op(wait, InsertPoint.before(first))
+    return bool(held)
+
+
 def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
     """The transfers of one block that are the slices of a split: two or
     more between the same two buffers, with the same deps and the same
@@ -522,12 +552,15 @@ def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
     that key."""
     groups: dict[tuple[object, ...], list[TransferOp]] = {}
     for op in transfers:
-        users = frozenset(u.operation for u in op.result.uses)
-        ends = tuple(
-            v.owner.buffer if isinstance(v.owner, RegionOp) else v for v in (op.dst, op.src)
-        )
-        groups.setdefault((ends, op.dep_values(), users), []).append(op)
+        groups.setdefault(_slice_key(op), []).append(op)
     return {op for g in groups.values() if len(g) > 1 and _even_slices(g) for op in g}
+
+
+def _slice_key(op: TransferOp) -> tuple[object, ...]:
+    """What the slices of one split share: their two buffers, deps and consumers."""
+    users = frozenset(u.operation for u in op.result.uses)
+    ends = tuple(v.owner.buffer if isinstance(v.owner, RegionOp) else v for v in (op.dst, op.src))
+    return (ends, op.dep_values(), users)
 
 
 def _even_slices(group: Sequence[TransferOp]) -> bool:
@@ -697,7 +730,7 @@ class SplitTransfersPass(ModulePass):
       min-single: transfers that run once (in no loop) split from this span on
       few-runs: transfers in loops run at most this many times (their loops' trip counts multiplied)
       min-few: split from this span on, whatever they move
-      retire-below: a transfer moving fewer bytes whose token a loop consumes is waited for before it (0: none)
+      retire-below: a transfer moving fewer bytes whose token a loop consumes is waited for before it, one under min-piece two statements consume before the first (0: none)
       min-piece: no slice smaller than this (bytes)
       max-tokens: the live-token limit (overrides the device's SEQ.max_active_tokens)
       include-dirs: directories where device=NAME's file is found first (nem-opt -I adds its own)

@@ -1,0 +1,129 @@
+"""`nem-split-transfers`' live tokens: small transfers several statements
+consume, waited for before the first of them (D-NEM-SPLIT-TRANSFERS,
+session 37)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from nem.analysis.token_liveness import max_live_tokens
+from nem.dialect.ops import programs
+from nem.frontends.nem_text.parser import parse_nem
+from nem.frontends.nem_text.printer import print_nem
+from nem.passes.pass_context import pass_context
+from nem.passes.pipeline import VerifyPipelinePass
+from nem.passes.split_transfers import SplitTransfersPass
+
+LIT = Path(__file__).resolve().parents[2] / "test" / "lit" / "deps" / "split_transfers.nem"
+
+_ROWS = "elem=f32, shape=[8, 16, 128], layout=HWC"
+_STRIP = "elem=f32, shape=[1, 4, 128], layout=HWC"
+_ZERO = "elem=i8, shape=[2048], layout=C"
+PADDED = f"""device "npm_pro_x1.nem"
+
+buffer X : DDR (size=65536, align=64)
+buffer W : DDR (size=65536, align=64)
+buffer Y : DDR (size=65536, align=64)
+buffer z : L1[0] (size=4096, align=64)
+buffer a : L1[0] (size=65536, align=64)
+buffer b : L1[1] (size=65536, align=64)
+buffer w : L1[0] (size=65536, align=64)
+
+c1 = clamp.async in region(z, 0, 2048) {_ZERO} out region(z, 0, 2048) {_ZERO} min=0 max=0
+f1 = transfer.async(dst=region(X, 0, 2048) {_STRIP}, src=region(z, 0, 2048) {_STRIP}, deps=[c1])
+c2 = clamp.async in region(z, 2048, 2048) {_ZERO} out region(z, 2048, 2048) {_ZERO} min=0 max=0
+f2 = transfer.async(dst=region(X, 63488, 2048) {_STRIP}, src=region(z, 2048, 2048) {_STRIP}, deps=[c2])
+la = transfer.async(dst=region(a, 0, 65536) {_ROWS}, src=region(X, 0, 65536) {_ROWS}, deps=[f1, f2])
+cw = transfer.async(dst=region(w, 0, 65536) {_ROWS}, src=region(W, 0, 65536) {_ROWS})
+r = add.async in region(a, 0, 65536) {_ROWS}, region(w, 0, 65536) {_ROWS} out region(a, 0, 65536) {_ROWS} deps=[la, cw]
+lb = transfer.async(dst=region(b, 0, 65536) {_ROWS}, src=region(X, 0, 65536) {_ROWS}, deps=[f1, f2])
+sa = transfer.async(dst=region(Y, 0, 65536) {_ROWS}, src=region(a, 0, 65536) {_ROWS}, deps=[r])
+wait(sa, lb)
+"""
+"""Two 2 KiB border strips of a padded input `X`, each zeroed in L1 and
+stored (D-COMPILE-PAD-IN-PLACE), that two engine parts' loads read whole (SqueezeNet's n37: 16 strips, four
+output-channel parts): the strips' tokens are live until the second
+load, across the first part's weight copy `cw`."""
+
+SPACED = PADDED.replace("la = ", "wait(c1, c2)\nla = ", 1)
+"""`PADDED` with a wait between the strips and the first load (the fills'
+clamps): the strips had a stretch of the stream to run in."""
+
+
+def _split(text: str, **options: int) -> str:
+    """`text` after `nem-split-transfers{options}`, checked by `nem-verify`."""
+    module = parse_nem(text, str(LIT))
+    SplitTransfersPass(**options).apply(pass_context(file=str(LIT)), module)
+    VerifyPipelinePass().apply(pass_context(file=str(LIT)), module)
+    return print_nem(module)
+
+
+def _run(text: str) -> tuple[np.ndarray, int]:
+    """`Y` after a run of `text` from seeded `X` and `W` (the same under
+    3 random schedules), and the program's timed cycles."""
+    from nem.runtime.api import NemInterpreter
+
+    rng = np.random.default_rng(0)
+
+    def start(mode: str = "functional") -> NemInterpreter:
+        it = NemInterpreter(device="npm_pro_x1")
+        it.set_mode(mode)
+        it.load_string(text, file=str(LIT))
+        for name, n in (("X", 16384), ("W", 16384)):
+            it.write_tensor(name, rng.standard_normal(n).astype(np.float32))
+        return it
+
+    it = start()
+    _, diff = it.run_schedules(3, seed=1)
+    assert diff is None
+    timed = start("timed").start()
+    timed.run_to_end()
+    return it.read_tensor("Y").view(np.uint32), timed.roofline().total.cycles
+
+
+def test_small_transfers_two_statements_consume_are_waited_for_before_the_first():
+    """At 5 live tokens, the strips held to the second load leave the first
+    part's load and weight copy no token (5 live at the add): both whole on
+    one DMA.  Waited for before the first load, and dropped from both loads'
+    deps, they leave 2: each takes 2 slices.  The same bits under random
+    schedules, race-free (`nem-verify`), fewer cycles, within the limit, and
+    a second run changes nothing."""
+    held = _split(SPACED, max_tokens=5, retire_below=0)
+    assert "deps=[la, cw]" in held and "deps=[f1, f2]" in held
+    out = _split(SPACED, max_tokens=5)
+    assert "wait(c1, c2)\nwait(f1, f2)\nla_1 = " in out and "deps=[f1" not in out
+    assert "deps=[la_1, la_2, cw_1, cw_2]" in out
+    (prog,) = programs(parse_nem(out, str(LIT)))
+    assert max_live_tokens(prog) <= 5
+    (y_held, cycles_held), (y_out, cycles_out) = _run(held), _run(out)
+    assert np.array_equal(y_out, y_held) and y_out.any()
+    assert np.array_equal(_run(SPACED)[0], y_out)
+    assert cycles_out < 0.8 * cycles_held
+    assert _split(out, max_tokens=5) == out
+
+
+def test_a_wait_that_consumes_them_first_takes_them():
+    """Where the first statement consuming the strips is a wait, that wait
+    is the one before the first consumer: the later load drops them, and
+    no other wait is added."""
+    text = SPACED.replace("la = transfer.async(", "wait(f1, f2)\nla = transfer.async(", 1)
+    text = text.replace(", deps=[f1, f2])", ")", 1)
+    out = _split(text, max_tokens=5)
+    assert out.count("wait(f1, f2)") == 1 and "deps=[f1" not in out
+    assert "wait(f1, f2)\nla_1 = " in out
+
+
+def test_strips_issued_right_before_the_first_load_are_retired_only_when_short():
+    """Issued right before their first consumer (`PADDED`), the strips are
+    waited for only where the block's tokens reach the limit in their live
+    interval: a wait there holds the stream until they, queued behind the
+    copies issued just before, have run (test_hoist's staged bias copies,
+    session 38).  With 32 tokens they stay in both loads' deps, as without
+    the rule; with a wait between them and the load (`SPACED`), they had the
+    stream's time to run, and are waited for before it whatever the tokens."""
+    assert _split(PADDED, max_tokens=32) == _split(PADDED, max_tokens=32, retire_below=0)
+    assert "deps=[f1" not in _split(PADDED, max_tokens=5)
+    spaced = _split(SPACED, max_tokens=32)
+    assert "wait(c1, c2)\nwait(f1, f2)\nla_1 = " in spaced and "deps=[f1" not in spaced
