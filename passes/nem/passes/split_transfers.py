@@ -472,13 +472,7 @@ def retire_held(live: BlockLiveness, below: int) -> bool:
                     retoken(user, token, [])
                     if type(user) is WaitOp and not user.operands:
                         Rewriter.erase_op(user)
-        before = loop.prev_op
-        if type(before) is WaitOp:
-            before.operands = [*before.operands, *tokens]
-        else:
-            wait = WaitOp(tokens, [])
-            wait.location = loop.location
-            Rewriter.insert_op(wait, InsertPoint.before(loop))
+        wait_before(loop, tokens)
     return bool(held)
 
 
@@ -531,14 +525,21 @@ def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int],
                     Rewriter.erase_op(user)
         if keep is not None:
             continue
-        before = first.prev_op
-        if type(before) is WaitOp:
-            before.operands = [*before.operands, *tokens]
-        else:
-            wait = WaitOp(tokens, [])
-            wait.location = first.location
-            Rewriter.insert_op(wait, InsertPoint.before(first))
+        wait_before(first, tokens)
     return bool(held)
+
+
+def wait_before(op: Operation, tokens: Sequence[SSAValue]) -> None:
+    """A `wait` on `tokens` right before `op`: the wait already there takes
+    them, else a new one at `op`'s location (the retire rules' one way to
+    wait, D-HAZ-WAIT)."""
+    before = op.prev_op
+    if type(before) is WaitOp:
+        before.operands = [*before.operands, *tokens]
+        return
+    wait = WaitOp(tokens, [])
+    wait.location = op.location
+    Rewriter.insert_op(wait, InsertPoint.before(op))
 
 
 def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
