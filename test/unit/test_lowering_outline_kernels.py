@@ -170,3 +170,29 @@ def test_what_the_conversion_decides_is_left_to_it() -> None:
     assert kernel.ins[0].name_hint == "A" and kernel.outs[0].name_hint == "B"
     assert len(_top_loops(module, "f")) == 4
     assert _lower(LEFT, "f", OutlineKernelsPass) == _lower(LEFT, "f", None)
+
+
+SCF_NEST = """
+func.func @f(%A: memref<4x8xf32>, %B: memref<4x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  affine.for %j = 0 to 8 {
+    scf.for %i = %c0 to %c4 step %c1 {
+      %a = affine.load %A[%i, 7 - %j] : memref<4x8xf32>
+      affine.store %a, %B[%i, %j] : memref<4x8xf32>
+    }
+  }
+  return
+}
+"""
+
+
+def test_an_scf_nests_kernel_carries_no_lowering_mark() -> None:
+    """An `scf.for` raised to `affine.for` carries `nem_lowering.replaces`
+    for messages (D-LOW-SCF); when its nest escapes, the kernel the task
+    holds is the user's loop, with no mark of the lowering's own in it."""
+    nem, remarks = _lower(SCF_NEST, "f", OutlineKernelsPass)
+    assert nem is not None, remarks
+    assert 'op="mlir.kernel"' in nem
+    assert "nem_lowering" not in nem

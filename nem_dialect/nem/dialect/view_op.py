@@ -185,7 +185,12 @@ class ViewOp(IRDLOperation):
             )
 
 
-REPLACES = "nem_lowering.replaces"
+LOWERING_MARKS = "nem_lowering."
+"""The prefix of the discardable attributes the lowering's preparation
+passes leave on upstream ops for the conversion to read: none belongs in
+what the program keeps of the user's IR (an escape-hatch kernel's text)."""
+
+REPLACES = LOWERING_MARKS + "replaces"
 """The discardable attribute naming the op a preparation pass rewrote into
 an upstream op of another spelling (`memref.dma_start` -> `affine.dma_start`,
 `nem-raise-memref-dmas`): the name messages give it."""

@@ -81,7 +81,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import count
+from itertools import accumulate, count
 
 from xdsl.context import Context
 from xdsl.dialects import arith
@@ -337,10 +337,8 @@ class Choice:
         # from `min-once` on, a transfer keeps its slices' tokens (`reserved`)
         if retire_held(live, min(self.retire_below, self.min_once)):
             live = block_liveness(block, self.ev, bodies=False)
-        full = block_liveness(block, self.ev).counts()
-        cap = math.inf if budget is None else budget
         if retire_shared(
-            live, min(self.retire_below, self.min_piece), lambda a, b: max(full[a : b + 1]) >= cap
+            live, min(self.retire_below, self.min_piece), self.at_limit(block, budget)
         ):
             live = block_liveness(block, self.ev, bodies=False)
         counts = live.counts()  # the block's own tokens; its loops' added below
@@ -403,6 +401,22 @@ class Choice:
             if k >= 2:
                 self.plans[op] = replace(plan, parts=even_parts(sum(m for _, m in plan.parts), k))
         return tree.max(0, len(counts) - 1)
+
+    def at_limit(self, block: Block, budget: int | None) -> Callable[[int, int], bool]:
+        """Whether the block's live tokens, its loops' included, reach
+        `budget` at some statement from the first to the last given: the
+        counts and their `MaxTree` made at the first question (most blocks
+        ask none), each question O(log n)."""
+        tree: list[MaxTree] = []
+
+        def ask(first: int, last: int) -> bool:
+            if budget is None:
+                return False
+            if not tree:
+                tree.append(MaxTree(block_liveness(block, self.ev).counts()))
+            return tree[0].max(first, last) >= budget
+
+        return ask
 
     def _plan(self, op: TransferOp, least: int) -> Plan | None:
         """`op`'s slices: over its engine's DMAs from `least` bytes, or, between
@@ -492,6 +506,8 @@ def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int],
     block = live.ops[0].parent_block() if live.ops else None
     idx = {op: k for k, op in enumerate(live.ops)}
     sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
+    # stops[j]: the waits and loops among the block's first j statements
+    stops = list(accumulate((type(o) in (WaitOp, LoopOp) for o in live.ops), initial=0))
     held: dict[int, list[SSAValue]] = {}
     for op in live.intervals:
         if type(op) is not TransferOp or op in sliced or op.is_sync or moved_bytes(op) >= below:
@@ -509,10 +525,7 @@ def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int],
         if (
             len(users) >= 2
             and not any(type(live.ops[k]) is LoopOp for k in at)
-            and (
-                any(type(live.ops[j]) in (WaitOp, LoopOp) for j in range(issued + 1, min(at)))
-                or crowded(*live.intervals[op])
-            )
+            and (stops[min(at)] > stops[issued + 1] or crowded(*live.intervals[op]))
         ):
             held.setdefault(min(at), []).append(op.result)
     for k, tokens in held.items():

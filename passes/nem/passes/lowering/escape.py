@@ -29,7 +29,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
 
 from nem.dialect.diagnostics import NemDiagnosticError
-from nem.dialect.view_op import written_name
+from nem.dialect.view_op import LOWERING_MARKS, written_name
 from nem.frontends.upstream_dialects.linalg_softmax import SoftmaxOp
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import Fallback, LoweringContext
@@ -400,7 +400,17 @@ def kernel_function(
     for op in ops:
         block.add_op(op.clone(value_mapper=mapper))
     block.add_op(func.ReturnOp())
+    _drop_lowering_marks(block)
     return func.FuncOp("kernel", FunctionType.from_lists(types, []), Region(block))
+
+
+def _drop_lowering_marks(block: Block) -> None:
+    """The kernel is the user's nest: the marks preparation passes leave
+    for the conversion (`scf.for` raised to `affine.for` names what it
+    replaces, D-LOW-SCF) are dropped from the clones, not printed."""
+    for op in block.walk():
+        for name in [n for n in op.attributes if n.startswith(LOWERING_MARKS)]:
+            del op.attributes[name]
 
 
 def kernel_line(kfn: func.FuncOp) -> str:

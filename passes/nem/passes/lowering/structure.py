@@ -10,6 +10,7 @@ from xdsl.dialects import affine, memref
 from xdsl.ir import Operation
 
 from nem.dialect.buffer_op import BufferOp
+from nem.dialect.view_op import LOWERING_MARKS
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
@@ -17,11 +18,11 @@ from nem.frontends.upstream_dialects.dma import (
 )
 from nem.frontends.upstream_dialects.memref_copy import COPY_OPS
 
-STRUCTURAL = "nem_lowering.structural"
+STRUCTURAL = LOWERING_MARKS + "structural"
 """The unit attribute of an `affine.for` that held async work a preparation
 pass erased (`nem-drop-token-awaits`): structural whatever its body now holds."""
 
-TILE_LOOP = "nem_lowering.tile_loop"
+TILE_LOOP = LOWERING_MARKS + "tile_loop"
 """The unit attribute of an `affine.for` that `nem-mark-tile-loops` found the
 conversion keeps as a NEM loop around raised tiles (`tile_loops.tile_loop`,
 D-LOW-TILES): decided before `nem-fold-index-arith` rewrites its body."""
