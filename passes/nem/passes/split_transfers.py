@@ -114,6 +114,7 @@ from nem.dialect.ops import (
     WaitOp,
     programs,
 )
+from nem.passes.covered_deps import drop_covered_loop_deps
 from nem.passes.forward_fills import declared_names
 from nem.passes.split_rule import (
     FEW_RUNS,
@@ -634,7 +635,8 @@ def choose_splits(
     """The transfers of `program` to split, with their plans: as many of the
     splittable ones (`plan_split`) as keep its live tokens within `limit`
     (`SEQ.max_active_tokens`, DEV-17), each with fewer slices where all
-    would not fit."""
+    would not fit; first, the deps a barrier already covers that hold a
+    token across loops are dropped (`drop_covered_loop_deps`, session 40)."""
     choice = Choice(
         dmas,
         sdmas,
@@ -649,6 +651,8 @@ def choose_splits(
         min_few,
     )
     with gc_paused():
+        if limit is not None:
+            drop_covered_loop_deps(program)
         choice.block(program.block, limit)
     return choice.plans
 
