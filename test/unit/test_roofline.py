@@ -299,7 +299,7 @@ def test_outputs_that_cannot_share_their_place_are_refused_before_the_run(
 
 
 @pytest.mark.filterwarnings("ignore:No artists with labels")  # barh is stubbed
-def test_a_unit_kind_has_one_colour_in_every_chart(tmp_path, monkeypatch):
+def test_a_unit_kind_has_one_colour_in_every_chart(monkeypatch):
     """The bars' colours followed each program's sorted kinds: `latency`
     was red in one chart and purple in the next (session 40)."""
     pytest.importorskip("matplotlib")

@@ -67,7 +67,7 @@ def drop_covered_loop_deps(program: ProgramOp) -> int:
             if (
                 p is not None
                 and p.block is not st.block
-                and sum(1 for _ in d.uses) > 1
+                and d.has_more_than_one_use()
                 and s.covered_before(p, st.op)
             ):
                 dropped += 1

@@ -639,8 +639,8 @@ def kind_colors() -> dict[str, tuple[float, ...]]:
 def bar_chart(rep: Report) -> Any:
     """Per group: the cycles taken beside the bound (one pair of horizontal
     bars per group, coloured by the binding kind, `kind_colors`; the
-    `PLOT_GROUPS` longest groups of a larger program), the legend right of the axes where it hides no
-    bar; a matplotlib Figure."""
+    `PLOT_GROUPS` longest groups of a larger program), the legend right of
+    the axes where it hides no bar; a matplotlib Figure."""
     try:
         import matplotlib
 
