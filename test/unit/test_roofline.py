@@ -241,6 +241,27 @@ def test_cli_json_is_the_whole_standard_output(capsys):
     assert doc["groups"][1]["units"]["NMU"]["amount"] == 4 * 14 * 14 * 128 * 3 * 3 * 64
 
 
+def test_cli_json_carries_the_repeat_wall_times(capsys):
+    """`--repeat N --json`: the wall times the text prints (`repeat: ...`)
+    are a `repeat` object of the JSON document, not dropped (an outside
+    check, session 40); a single run has none."""
+    assert run([str(CONV), "--mode", "timed", "--roofline", "--json", "--repeat", "3"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rep = doc["repeat"]
+    assert rep["runs"] == rep["asked"] == 3
+    assert rep["first_ms"] > 0 and 0 < rep["best_ms"] <= rep["median_ms"]
+    # timed mode is always scheduled, never planned (D-RT-REPLAY)
+    assert rep["prepared_ms"] is None and "timed" in rep["not_prepared"]
+    assert rep["replayed"] is False
+    assert run([str(CONV), "--mode", "timed", "--roofline", "--json"]) == 0
+    assert "repeat" not in json.loads(capsys.readouterr().out)
+    assert run([str(CONV), "--mode", "timed", "--roofline", "--repeat", "2"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(
+        r"repeat: 2 runs; first [0-9.]+ ms \(scheduled, race-checked; not prepared: ", text
+    )
+
+
 def test_cli_plot(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     png = tmp_path / "roof.png"

@@ -147,3 +147,30 @@ def test_a_model_that_names_none_of_the_groups_is_said_so(conv_bn_relu_report):
     text = session.roofline(NodeTraffic(other).of).to_text()
     assert "ideal: no group's nodes are nodes of the model given" in text
     assert "ideal: no group's" not in session.roofline(NodeTraffic(conv_bn_relu()).of).to_text()
+
+
+def test_the_chart_marks_each_rows_ideal_bound(conv_bn_relu_report):
+    """With the model's least work (`--onnx`) the bar chart draws a tick
+    across each node's pair of bars at its ideal bound, and the title names
+    the program's; without it, no tick (an outside check, session 40: the
+    chart did not draw the ideal bound the table printed)."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    from nem.runtime.roofline import bar_chart, shown_bound
+
+    session, proto = conv_bn_relu_report
+    for least, want in ((NodeTraffic(proto).of, True), (None, False)):
+        rep = session.roofline(least)
+        fig = bar_chart(rep)
+        try:
+            [ax] = fig.axes
+            ticks = [c for c in ax.collections if isinstance(c, LineCollection)]
+            xs = sorted(seg[0][0] for c in ticks for seg in c.get_segments())
+            marked = sorted(r.ideal_bound for r in rep.groups if r.ideal_bound)
+            assert xs == pytest.approx(marked) and bool(xs) == want
+            title = ax.get_title()
+            assert (f"ideal {shown_bound(rep.total.ideal_bound or 0)}" in title) == want
+        finally:
+            plt.close(fig)

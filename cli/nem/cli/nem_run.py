@@ -335,40 +335,66 @@ class Preparation:
     why_not: str | None = None
 
 
-def _timings(
-    times: list[float],
-    asked: int,
-    result: RunResult,
-    prep: Preparation,
-    races: bool,
-    replayed: bool,
-) -> None:
-    """--repeat: the time `prepare` took when it planned the runs, the first
-    run's wall time, then the best and median of the others; where the runs
-    stopped early, and why nothing was prepared."""
-    n = len(times)
-    head = f"repeat: {n} run{'s' if n > 1 else ''}"
-    if n < asked:
-        head = f"repeat: stopped after run {n} of {asked} ({result.status})"
-    checked = ", race-checked" if races else ""
-    if prep.seconds is not None:
-        # a first run that stopped is labelled with its status (it was re-run, D-RT-REPLAY)
-        line = (
-            f"{head}; prepared in {prep.seconds * 1e3:.2f} ms (scheduled{checked}, "
-            f"D-RT-PREPARE); first {times[0] * 1e3:.2f} ms "
-            f"({'replayed' if n > 1 else result.status})"
-        )
-    else:
-        why = f"; not prepared: {prep.why_not}" if prep.why_not else ""
-        line = f"{head}; first {times[0] * 1e3:.2f} ms (scheduled{checked}{why})"
-    rest = sorted(times[1:])
-    if rest:
-        kind = "replayed, D-RT-REPLAY" if replayed else "scheduled"
-        line += (
-            f", the other {len(rest)}: best {rest[0] * 1e3:.2f} ms, median "
-            f"{rest[len(rest) // 2] * 1e3:.2f} ms ({kind})"
-        )
-    print(line)
+@dataclass
+class Repeat:
+    """--repeat's figures (D-RT-REPEAT): the wall time of each run, how many
+    were asked, the last run's status, whether its runs were race-checked
+    and replayed, and the planning before them."""
+
+    times: list[float]
+    asked: int
+    status: str
+    races: bool
+    replayed: bool
+    prep: Preparation
+
+    def to_json(self) -> dict[str, object]:
+        """The figures for `--json` (D-CLI-ROOFLINE): milliseconds, the best
+        and median of the runs after the first (None with one run)."""
+        rest = sorted(self.times[1:])
+
+        def ms(seconds: float) -> float:
+            return round(seconds * 1e3, 3)
+
+        return {
+            "runs": len(self.times),
+            "asked": self.asked,
+            "prepared_ms": None if self.prep.seconds is None else ms(self.prep.seconds),
+            "not_prepared": self.prep.why_not,
+            "first_ms": ms(self.times[0]),
+            "best_ms": ms(rest[0]) if rest else None,
+            "median_ms": ms(rest[len(rest) // 2]) if rest else None,
+            "replayed": self.replayed and len(rest) > 0,
+        }
+
+    def to_text(self) -> str:
+        """The time `prepare` took when it planned the runs, the first
+        run's wall time, then the best and median of the others; where the
+        runs stopped early, and why nothing was prepared."""
+        times, prep = self.times, self.prep
+        n = len(times)
+        head = f"repeat: {n} run{'s' if n > 1 else ''}"
+        if n < self.asked:
+            head = f"repeat: stopped after run {n} of {self.asked} ({self.status})"
+        checked = ", race-checked" if self.races else ""
+        if prep.seconds is not None:
+            # a first run that stopped is labelled with its status (it was re-run, D-RT-REPLAY)
+            line = (
+                f"{head}; prepared in {prep.seconds * 1e3:.2f} ms (scheduled{checked}, "
+                f"D-RT-PREPARE); first {times[0] * 1e3:.2f} ms "
+                f"({'replayed' if n > 1 else self.status})"
+            )
+        else:
+            why = f"; not prepared: {prep.why_not}" if prep.why_not else ""
+            line = f"{head}; first {times[0] * 1e3:.2f} ms (scheduled{checked}{why})"
+        rest = sorted(times[1:])
+        if rest:
+            kind = "replayed, D-RT-REPLAY" if self.replayed else "scheduled"
+            line += (
+                f", the other {len(rest)}: best {rest[0] * 1e3:.2f} ms, median "
+                f"{rest[len(rest) // 2] * 1e3:.2f} ms ({kind})"
+            )
+        return line
 
 
 def _check_outputs(interp: NemInterpreter, outputs: list[Output]) -> int | None:
@@ -621,21 +647,18 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     except RuntimeError as e:
         print(f"nem-run: error: {e}", file=sys.stderr)
         return 1
+    repeat = None
+    if args.repeat > 1:
+        replayed = prog.compiled.replay is not None
+        repeat = Repeat(times, args.repeat, result.status, not args.no_races, replayed, prep)
     if not args.json:
         _summary(result, not args.no_races)
-        if args.repeat > 1:
-            _timings(
-                times,
-                args.repeat,
-                result,
-                prep,
-                not args.no_races,
-                prog.compiled.replay is not None,
-            )
+        if repeat is not None:
+            print(repeat.to_text())
         for line in written:
             print(line)
     if args.roofline:
-        roofline_cli.print_report(s, result, args, least)
+        roofline_cli.print_report(s, result, args, least, repeat.to_json() if repeat else None)
     if result.error is not None:
         print(result.error.render(), file=sys.stderr)
         failed = True

@@ -98,13 +98,19 @@ def least_work(args: argparse.Namespace) -> tuple[Least | None, str | None]:
 
 
 def print_report(
-    session: Session, result: RunResult, args: argparse.Namespace, least: Least | None = None
+    session: Session,
+    result: RunResult,
+    args: argparse.Namespace,
+    least: Least | None = None,
+    repeat: dict[str, object] | None = None,
 ) -> None:
     """The report: text, or with --json the JSON document (with the run's
     status, race count, deadlock witness and each unit instance's
-    utilization (the summary's table), so a tool needs nothing else
-    from standard output; diagnostics stay on standard error); `least`:
-    the nodes' least work (`least_work`), for the ideal bounds."""
+    utilization (the summary's table), and `--repeat`'s wall times
+    (`repeat`, which the text prints above the report), so a tool needs
+    nothing else from standard output; diagnostics stay on standard
+    error); `least`: the nodes' least work (`least_work`), for the ideal
+    bounds."""
     rep = session.roofline(least)
     if args.json:
         doc = {
@@ -113,6 +119,7 @@ def print_report(
             "races": result.race_count,
             "deadlock": str(result.deadlock) if result.deadlock else None,
             "unit_utilization": {u: round(x, 4) for u, x in result.utilization().items()},
+            **({"repeat": repeat} if repeat is not None else {}),
             **rep.to_json(),
         }
         print(json.dumps(doc, indent=1, sort_keys=True))

@@ -639,8 +639,11 @@ def kind_colors() -> dict[str, tuple[float, ...]]:
 def bar_chart(rep: Report) -> Any:
     """Per group: the cycles taken beside the bound (one pair of horizontal
     bars per group, coloured by the binding kind, `kind_colors`; the
-    `PLOT_GROUPS` longest groups of a larger program), the legend right of
-    the axes where it hides no bar; a matplotlib Figure."""
+    `PLOT_GROUPS` longest groups of a larger program), and a black tick
+    across the pair at the group's ideal bound where the report has one
+    (`--onnx`: how far the compiled bound itself is from the node's least
+    work); the legend right of the axes where it hides no bar; a matplotlib
+    Figure."""
     try:
         import matplotlib
 
@@ -658,6 +661,7 @@ def bar_chart(rep: Report) -> Any:
     colors = kind_colors()
     fig, ax = plt.subplots(figsize=(12, 1.5 + 0.35 * max(len(rows), 1)))
     seen: set[str] = set()
+    ideal_label = "ideal bound (the node's least work)"  # once in the legend
     for y, r in enumerate(rows):
         ax.barh(
             y - 0.2,
@@ -674,6 +678,16 @@ def bar_chart(rep: Report) -> Any:
             color="lightgray",
             label="bound (D-RT-COST)" if y == 0 else None,
         )
+        if r.ideal_bound:  # a tick across the pair (`--onnx`, D-RT-ROOFLINE)
+            ax.vlines(
+                r.ideal_bound,
+                y - 0.45,
+                y + 0.45,
+                colors="black",
+                linewidth=1.5,
+                label=ideal_label,
+            )
+            ideal_label = "_nolegend_"  # matplotlib's name for no entry
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([r.name for r in rows], fontsize="small")
     ax.set_ylim(len(rows) - 0.5, -0.5)  # program order, top down
@@ -683,9 +697,10 @@ def bar_chart(rep: Report) -> Any:
         if len(rows) < len(rep.groups)
         else ""
     )
+    ideal = f", ideal {shown_bound(rep.total.ideal_bound)}" if rep.total.ideal_bound else ""
     ax.set_title(
         f"{rep.program} on {rep.device}: {rep.total.cycles} cycles, bound "
-        f"{shown_bound(rep.total.bound)}{shown}"
+        f"{shown_bound(rep.total.bound)}{ideal}{shown}"
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small")
     fig.tight_layout()
