@@ -1,0 +1,187 @@
+"""`nem-split-transfers`' retire rules: the small transfers whose tokens
+the pass waits for instead of holding them live, so that the tokens go to
+the slices of the large copies (decision D-NEM-SPLIT-TRANSFERS, sessions
+23, 37-38 and 40), with the helpers the rules and the pass share (the
+bytes a transfer moves, a consumer's tokens rewritten, the slices of an
+earlier split)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate
+
+from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from nem.analysis.token_liveness import BlockLiveness
+from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
+from nem.dialect.ops import LoopOp, RegionOp, TaskOp, TransferOp, WaitOp
+
+
+def moved_bytes(op: TransferOp) -> int:
+    """The bytes a transfer moves: its destination box's elements (0 when
+    untyped or of a dynamic shape)."""
+    t = op.dst.type
+    if not isinstance(t, RegionType) or t.shape_values is None or DYNAMIC in t.shape_values:
+        return 0
+    n = BITWIDTH.get(t.elem_name or "", 0) // 8
+    for d in t.shape_values:
+        n *= d
+    return n
+
+
+def retoken(user: Operation, old: SSAValue, new: Sequence[SSAValue]) -> None:
+    """`user`'s tokens (a task's deps, a wait's) with `old` replaced by `new`,
+    each token once."""
+    tokens = user.dep_values() if isinstance(user, TaskOp) else tuple(user.operands)
+    out: list[SSAValue] = []
+    for t in tokens:
+        for r in new if t is old else (t,):
+            if r not in out:
+                out.append(r)
+    if isinstance(user, TaskOp):
+        user.set_deps(out)
+    else:
+        user.operands = out
+
+
+def retire_held(live: BlockLiveness, below: int) -> bool:
+    """Wait, right before each loop statement of `live`'s block, for the
+    block's async transfers moving fewer than `below` bytes whose tokens the
+    loop's body consumes (the last use of each is the loop, D-TOK-LIVE), and
+    drop those tokens from the body's deps and waits: the wait orders every
+    statement after it after them (D-HAZ-WAIT).  Held, each token counts at
+    every statement of the loop, a slice fewer for its copies (VGG-19's
+    14x14 layers: the 16 border fills of the padded input held across the
+    tile loop left its weight copies on one or two DMAs); waited for, the
+    stream pauses once for a copy of a few hundred cycles issued before it.
+    A wait already right before the loop takes them too.  Whether any was
+    retired (the block's liveness is then stale)."""
+    held: dict[int, list[SSAValue]] = {}
+    for op, (first, last) in live.intervals.items():
+        if (
+            type(op) is TransferOp
+            and first < last < len(live.ops)
+            and type(live.ops[last]) is LoopOp
+            and not op.is_sync
+            and moved_bytes(op) < below
+        ):
+            held.setdefault(last, []).append(op.result)
+    for k, tokens in held.items():
+        loop = live.ops[k]
+        for token in tokens:
+            for user in {u.operation for u in token.uses}:
+                if user is not loop and loop.is_ancestor(user):
+                    retoken(user, token, [])
+                    if type(user) is WaitOp and not user.operands:
+                        Rewriter.erase_op(user)
+        wait_before(loop, tokens)
+    return bool(held)
+
+
+def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int], bool]) -> bool:
+    """Wait, right before the first of them, for the block's async transfers
+    under `below` bytes whose tokens two or more statements of the block
+    consume, none a loop, and drop them from the later deps and waits (a
+    wait orders what follows, D-HAZ-WAIT): SqueezeNet's n37's 16 border
+    strips, which its four parts each load, were live from the first load
+    to the last, whose copies ran whole on one DMA.  With a wait or a loop
+    between its issue and its first consumer a transfer had that stretch of
+    the stream to run; one issued right before it only where `crowded` (the
+    tokens at the limit in its interval, session 38: test_hoist's staged
+    bias copies queued behind the weight copies issued just before, and the
+    wait held the stream, the next engine's weights, until those had run).
+    Whether any was retired (session 37)."""
+    block = live.ops[0].parent_block() if live.ops else None
+    idx = {op: k for k, op in enumerate(live.ops)}
+    sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
+    # stops[j]: the waits and loops among the block's first j statements
+    stops = list(accumulate((type(o) in (WaitOp, LoopOp) for o in live.ops), initial=0))
+    held: dict[int, list[SSAValue]] = {}
+    for op in live.intervals:
+        if type(op) is not TransferOp or op in sliced or op.is_sync or moved_bytes(op) >= below:
+            continue
+        at: set[int] = set()
+        users: set[object] = set()  # the slices of a split count once: the pass stays idempotent
+        for u in op.result.uses:
+            cur: Operation | None = u.operation
+            while cur is not None and cur.parent_block() is not block:
+                cur = cur.parent_op()
+            if cur is not None:
+                at.add(idx[cur])
+                users.add(_slice_key(cur) if isinstance(cur, TransferOp) and cur in sliced else cur)
+        issued = live.intervals[op][0]
+        if (
+            len(users) >= 2
+            and not any(type(live.ops[k]) is LoopOp for k in at)
+            and (stops[min(at)] > stops[issued + 1] or crowded(*live.intervals[op]))
+        ):
+            held.setdefault(min(at), []).append(op.result)
+    for k, tokens in held.items():
+        first = live.ops[k]
+        keep = first if type(first) is WaitOp else None  # a wait first: it takes them
+        for token in tokens:
+            for user in {u.operation for u in token.uses} - {keep}:
+                retoken(user, token, [])
+                if type(user) is WaitOp and not user.operands:
+                    Rewriter.erase_op(user)
+        if keep is not None:
+            continue
+        wait_before(first, tokens)
+    return bool(held)
+
+
+def wait_before(op: Operation, tokens: Sequence[SSAValue]) -> None:
+    """A `wait` on `tokens` right before `op`: the wait already there takes
+    them, else a new one at `op`'s location (the retire rules' one way to
+    wait, D-HAZ-WAIT)."""
+    before = op.prev_op
+    if type(before) is WaitOp:
+        before.operands = [*before.operands, *tokens]
+        return
+    wait = WaitOp(tokens, [])
+    wait.location = op.location
+    Rewriter.insert_op(wait, InsertPoint.before(op))
+
+
+def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
+    """The transfers of one block that are the slices of a split: two or
+    more between the same two buffers, with the same deps and the same
+    consumers, whose boxes are `even_parts` of one along one dimension (in
+    program order, sizes that differ by at most one, the larger first), as
+    `SplitTransfer` makes them.  They are left whole, so the pass run on
+    its own output changes nothing: the group already runs on as many DMAs
+    as it has slices.  One pass over the block's transfers, grouped by
+    that key."""
+    groups: dict[tuple[object, ...], list[TransferOp]] = {}
+    for op in transfers:
+        groups.setdefault(_slice_key(op), []).append(op)
+    return {op for g in groups.values() if len(g) > 1 and _even_slices(g) for op in g}
+
+
+def _slice_key(op: TransferOp) -> tuple[object, ...]:
+    """What the slices of one split share: their two buffers, deps and consumers."""
+    users = frozenset(u.operation for u in op.result.uses)
+    ends = tuple(v.owner.buffer if isinstance(v.owner, RegionOp) else v for v in (op.dst, op.src))
+    return (ends, op.dep_values(), users)
+
+
+def _even_slices(group: Sequence[TransferOp]) -> bool:
+    """The boxes of `group` (in program order) are `even_parts` of one box:
+    the same shape but along one dimension, there non-increasing sizes
+    within one of each other."""
+    shapes = []
+    for op in group:
+        t = op.dst.type
+        if not isinstance(t, RegionType) or t.shape_values is None:
+            return False
+        shapes.append(t.shape_values)
+    if len({len(s) for s in shapes}) != 1:
+        return False
+    differ = [d for d in range(len(shapes[0])) if len({s[d] for s in shapes}) > 1]
+    if len(differ) > 1:
+        return False
+    sizes = [s[differ[0]] for s in shapes] if differ else []
+    return all(a >= b for a, b in zip(sizes, sizes[1:])) and (
+        not sizes or sizes[0] - sizes[-1] <= 1
+    )
