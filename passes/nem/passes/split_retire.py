@@ -7,15 +7,17 @@ earlier split)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from nem.analysis.range_max import MaxTree
 from nem.analysis.token_liveness import BlockLiveness
 from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
 from nem.dialect.ops import LoopOp, RegionOp, TaskOp, TransferOp, WaitOp
+from nem.passes.finish_times import FinishTimes
 
 
 def moved_bytes(op: TransferOp) -> int:
@@ -82,22 +84,110 @@ def retire_held(live: BlockLiveness, below: int) -> bool:
 def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int], bool]) -> bool:
     """Wait, right before the first of them, for the block's async transfers
     under `below` bytes whose tokens two or more statements of the block
-    consume, none a loop, and drop them from the later deps and waits (a
-    wait orders what follows, D-HAZ-WAIT): SqueezeNet's n37's 16 border
-    strips, which its four parts each load, were live from the first load
-    to the last, whose copies ran whole on one DMA.  With a wait or a loop
-    between its issue and its first consumer a transfer had that stretch of
-    the stream to run; one issued right before it only where `crowded` (the
-    tokens at the limit in its interval, session 38: test_hoist's staged
-    bias copies queued behind the weight copies issued just before, and the
-    wait held the stream, the next engine's weights, until those had run).
-    Whether any was retired (session 37)."""
-    block = live.ops[0].parent_block() if live.ops else None
-    idx = {op: k for k, op in enumerate(live.ops)}
-    sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
+    consume, none a loop (`shared_small`), and drop them from the later deps
+    and waits (a wait orders what follows, D-HAZ-WAIT): SqueezeNet's n37's
+    16 border strips, which its four parts each load, were live from the
+    first load to the last, whose copies ran whole on one DMA.  With a wait
+    or a loop between its issue and its first consumer a transfer had that
+    stretch of the stream to run; one issued right before it only where
+    `crowded` (the tokens at the limit in its interval, session 38:
+    test_hoist's staged bias copies queued behind the weight copies issued
+    just before, and the wait held the stream, the next engine's weights,
+    until those had run).  Whether any was retired (session 37)."""
     # stops[j]: the waits and loops among the block's first j statements
     stops = list(accumulate((type(o) in (WaitOp, LoopOp) for o in live.ops), initial=0))
     held: dict[int, list[SSAValue]] = {}
+    for op, first, _ in shared_small(live, below):
+        issued = live.intervals[op][0]
+        if stops[first] > stops[issued + 1] or crowded(*live.intervals[op]):
+            held.setdefault(first, []).append(op.result)
+    return _retire_before(live, held)
+
+
+def retire_crowded(
+    live: BlockLiveness,
+    below: int,
+    whole: Iterable[tuple[int, int]],
+    at_limit: Callable[[int, int], bool],
+    holds: Callable[[TransferOp, int, int], bool],
+) -> bool:
+    """After the block's tokens are shared out: wait, right before the first
+    of them, for the transfers `shared_small` finds that have deps, between
+    whose first and last consumer a copy the split left whole is live
+    (`whole`: the live intervals of the copies that got one slice of a plan
+    of several) and the tokens reach the limit (`at_limit`, on the counts
+    with the slices), unless the wait `holds` back a copy (`stalls`); and
+    drop them from the later deps and waits.
+    `retire_shared`'s gate is asked before the split, on counts that peak
+    under the limit (Inception v1's n75: 30 of 32 in its 12 border strips'
+    intervals, each first consumed by the next `clamp` of its engine's fill
+    chain, issued right after it); the split takes the last tokens there
+    and leaves engines 0-2's loads and weight copies whole (session 39).  A
+    transfer without deps is late only behind the copies queued before it
+    on its DMAs (test_hoist's staged bias copies, session 38), so it stays.
+    One prefix sum over the whole copies' intervals, one `at_limit` and one
+    `holds` question per transfer.  Whether any was retired (the caller
+    shares the tokens again)."""
+    n = len(live.ops)
+    diff = [0] * (n + 2)
+    for first, last in whole:
+        diff[first] += 1
+        diff[last + 1] -= 1
+    # covered[j]: the statements among the first j where a whole copy is live
+    covered = list(accumulate((c > 0 for c in accumulate(diff[: n + 1])), initial=0))
+    held: dict[int, list[SSAValue]] = {}
+    for op, first, last in shared_small(live, below):
+        if (
+            op.dep_values()
+            and covered[last + 1] > covered[first]
+            and at_limit(first, last)
+            and not holds(op, first, last)
+        ):
+            held.setdefault(first, []).append(op.result)
+    return _retire_before(live, held)
+
+
+def stalls(
+    live: BlockLiveness, piece: int, times: FinishTimes
+) -> Callable[[TransferOp, int, int], bool]:
+    """Whether a wait for a transfer of `live`'s block right before its
+    statement `first` holds back a copy issued after it up to statement
+    `last`: by the static estimate of when tasks end (`times`,
+    `finish_times`: D-RT-COST's durations, no contention), the transfer ends
+    after the copy could start.  The stream stops at the wait until the
+    transfer has run, so that copy would start later than its producers let
+    it.  DenseNet-121's n337 (session 40): engine 3's border strips follow,
+    on its fill chain, the store of the previous layer's last engine part,
+    issued last with nothing waiting for it, and end after the other
+    engines' strips (by about 1,300 cycles in the timed run, 3,300 in the
+    estimate); waited for, they held engines 0-2's weight copies, which
+    follow only their own engines' strips.  The copies: the block's
+    transfers with deps (one without starts when the stream issues it,
+    behind whatever its engine's DMAs still run, which the estimate does
+    not know) moving `piece` bytes or more (another border strip is no copy
+    the tokens are for).  The estimate is made once for the block, the
+    copies' starts kept in a `MaxTree` (negated): one query per transfer."""
+    never = -(1 << 62)
+    starts = [never] * (len(live.ops) + 1)
+    for k, op in enumerate(live.ops):
+        times.step(op)
+        if type(op) is TransferOp and op.dep_values() and moved_bytes(op) >= piece:
+            starts[k] = times.cycles(op) - times.end[op]  # its start, negated
+    tree = MaxTree(starts)
+
+    def holds(op: TransferOp, first: int, last: int) -> bool:
+        return last > first and -tree.max(first + 1, last) < times.end[op]
+
+    return holds
+
+
+def shared_small(live: BlockLiveness, below: int) -> Iterator[tuple[TransferOp, int, int]]:
+    """The block's async transfers under `below` bytes (the slices of an
+    earlier split left out) whose tokens two or more statements of the
+    block consume, none a loop, with the first and last of them."""
+    block = live.ops[0].parent_block() if live.ops else None
+    idx = {op: k for k, op in enumerate(live.ops)}
+    sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
     for op in live.intervals:
         if type(op) is not TransferOp or op in sliced or op.is_sync or moved_bytes(op) >= below:
             continue
@@ -110,13 +200,14 @@ def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int],
             if cur is not None:
                 at.add(idx[cur])
                 users.add(_slice_key(cur) if isinstance(cur, TransferOp) and cur in sliced else cur)
-        issued = live.intervals[op][0]
-        if (
-            len(users) >= 2
-            and not any(type(live.ops[k]) is LoopOp for k in at)
-            and (stops[min(at)] > stops[issued + 1] or crowded(*live.intervals[op]))
-        ):
-            held.setdefault(min(at), []).append(op.result)
+        if len(users) >= 2 and not any(type(live.ops[k]) is LoopOp for k in at):
+            yield op, min(at), max(at)
+
+
+def _retire_before(live: BlockLiveness, held: dict[int, list[SSAValue]]) -> bool:
+    """Wait for each of `held`'s tokens right before the statement it is
+    keyed by (its first consumer) and drop it from its other consumers;
+    whether there were any."""
     for k, tokens in held.items():
         first = live.ops[k]
         keep = first if type(first) is WaitOp else None  # a wait first: it takes them

@@ -68,9 +68,14 @@ each counted at every statement of the loop (D-TOK-LIVE), and a padded
 input's border fills took the slices of its consumer's tile copies; those
 under `min-piece` that two or more of its statements consume, right before
 the first (`retire_shared`: the border strips that every engine part of a
-convolution loads, held from the first part's load to the last).  Slices are not
-split again (`split_already`): run on its own output, the pass changes
-nothing.  That choice is an analysis of its own
+convolution loads, held from the first part's load to the last); and after
+the tokens are shared out, those the split left at the limit beside a copy
+it left whole, where the wait holds back no copy behind it by the static
+estimate of when tasks end (`retire_crowded`, `stalls`), the block then
+shared again.  Slices are not split again (`split_already`): run on its
+own output, the pass changes nothing but what `retire_shared` finds anew
+(a wait it or `retire_crowded` added between a strip and its first
+consumer).  That choice is an analysis of its own
 (`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
 the blocks holding a chosen transfer) only carries it out.
 """
@@ -97,7 +102,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from nem.analysis.range_max import MaxTree
-from nem.analysis.token_liveness import block_liveness, loop_copies
+from nem.analysis.token_liveness import BlockLiveness, block_liveness, loop_copies
 from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
 from nem.dialect.builder import NemBuilder, Sym
 from nem.dialect.builder_exprs import Expr
@@ -113,13 +118,17 @@ from nem.dialect.ops import (
     WaitOp,
     programs,
 )
+from nem.dialect.semantics.cost import UnitChars
+from nem.passes.finish_times import FinishTimes
 from nem.passes.forward_fills import declared_names
 from nem.passes.split_retire import (
     moved_bytes,
+    retire_crowded,
     retire_held,
     retire_shared,
     retoken,
     split_already,
+    stalls,
 )
 from nem.passes.split_rule import (
     FEW_RUNS,
@@ -162,6 +171,10 @@ class Plan:
     """The box the slices are cut from: the transfer's, or with the
     dimensions from `dim` on merged into one where that gives the DMAs rows
     enough (`merge_rows`); `strides` are this box's."""
+
+
+Found = tuple[TransferOp, tuple[int, int], Plan]
+"""A transfer of a block that splits, its token's live interval there and its plan."""
 
 
 def touches_l1(op: TransferOp) -> bool | None:
@@ -304,6 +317,9 @@ class Choice:
     retire_below: int = RETIRE_BELOW
     few_runs: int = FEW_RUNS
     min_few: int = MIN_FEW
+    unit_chars: UnitChars = field(default_factory=dict)
+    """The device's unit characteristics, which D-RT-COST's durations read
+    (`stalls`' estimate)."""
     plans: dict[TransferOp, Plan] = field(default_factory=dict)
     ev: Evaluator = field(default_factory=Evaluator)
 
@@ -332,16 +348,7 @@ class Choice:
                 self.min_few,
             )
         )
-        sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
-        found = [
-            (op, span, plan)
-            for op, span in live.intervals.items()
-            if type(op) is TransferOp
-            and op not in sliced
-            and (plan := self._plan(op, least)) is not None
-            # a use this pass cannot rewrite: the transfer stays whole
-            and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
-        ]
+        found = self._found(live, least)
         # the program's own transfers moving `min-once` (made once: a
         # layer's weights on the path to its first tile) keep their slices'
         # tokens from its loops; the smaller ones (`min-single`) take what
@@ -363,6 +370,7 @@ class Choice:
             if runs == 1
             else None
         )
+        loops: dict[Operation, int] = {}  # each loop's tokens, as its body is budgeted
         for k, op in enumerate(live.ops):
             if type(op) is LoopOp:
                 copies = loop_copies(op, self.ev)
@@ -372,14 +380,59 @@ class Choice:
                 kept = own + (held[k] if held else 0)
                 inner = None if budget is None else max(0, budget - kept) // copies
                 trips = loop_trips(op, self.ev)
-                counts[k] = own + self.block(op.block, inner, runs * trips) * copies
+                loops[op] = self.block(op.block, inner, runs * trips) * copies
+                counts[k] = own + loops[op]
         if not found:
             return max(counts, default=0)
         tree = MaxTree(counts)
-        for (op, _, plan), k in zip(found, share(found, tree, budget)):
+        slices = share(found, tree, budget)
+        # the small transfers `retire_shared` left, where the split took the
+        # last tokens (session 40)
+        if budget is not None and retire_crowded(
+            live,
+            min(self.retire_below, self.min_piece),
+            # the copies the split left whole that their plans would split
+            [span for (_, span, plan), k in zip(found, slices) if k == 1 < len(plan.parts)],
+            lambda first, last: tree.max(first, last) >= budget,
+            self._stalls(live),
+        ):
+            # fewer tokens at every statement: the loops keep their budgets
+            live = block_liveness(block, self.ev, bodies=False)
+            found = self._found(live, least)
+            counts = [c + loops.get(op, 0) for c, op in zip(live.counts(), live.ops)]
+            tree = MaxTree(counts)
+            slices = share(found, tree, budget)
+        for (op, _, plan), k in zip(found, slices):
             if k >= 2:
                 self.plans[op] = replace(plan, parts=even_parts(sum(m for _, m in plan.parts), k))
         return tree.max(0, len(counts) - 1)
+
+    def _found(self, live: BlockLiveness, least: int) -> list[Found]:
+        """The block's transfers that split from `least` bytes (not the
+        slices of an earlier split), with their live intervals and plans."""
+        sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
+        return [
+            (op, span, plan)
+            for op, span in live.intervals.items()
+            if type(op) is TransferOp
+            and op not in sliced
+            and (plan := self._plan(op, least)) is not None
+            # a use this pass cannot rewrite: the transfer stays whole
+            and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
+        ]
+
+    def _stalls(self, live: BlockLiveness) -> Callable[[TransferOp, int, int], bool]:
+        """`stalls` over `live`'s block, the estimate made at the first
+        question (most blocks ask none)."""
+        made: list[Callable[[TransferOp, int, int], bool]] = []
+
+        def holds(op: TransferOp, first: int, last: int) -> bool:
+            if not made:
+                times = FinishTimes(self.unit_chars, self.ev)
+                made.append(stalls(live, self.min_piece, times))
+            return made[0](op, first, last)
+
+        return holds
 
     def at_limit(self, block: Block, budget: int | None) -> Callable[[int, int], bool]:
         """Whether the block's live tokens, its loops' included, reach
@@ -406,9 +459,7 @@ class Choice:
         return plan_split(op, self.sdmas, self.min_bytes, self.min_piece)
 
 
-def share(
-    found: Sequence[tuple[TransferOp, tuple[int, int], Plan]], tree: MaxTree, budget: int | None
-) -> list[int]:
+def share(found: Sequence[Found], tree: MaxTree, budget: int | None) -> list[int]:
     """How many slices each of `found` gets within `budget` live tokens at
     every statement (`tree`: the block's counts, to which the slices' extra
     tokens are added): one slice at a time to the transfer whose slices are
@@ -435,7 +486,7 @@ def share(
     return slices
 
 
-def reserved(found: Sequence[tuple[TransferOp, tuple[int, int], Plan]], n: int) -> list[int]:
+def reserved(found: Sequence[Found], n: int) -> list[int]:
     """The tokens the slices of `found` add at each of a block's `n`
     statements (its extra `k - 1` over its live interval), in one pass of
     prefix sums."""
@@ -467,6 +518,7 @@ def choose_splits(
     retire_below: int = RETIRE_BELOW,
     few_runs: int = FEW_RUNS,
     min_few: int = MIN_FEW,
+    unit_chars: UnitChars | None = None,
 ) -> dict[TransferOp, Plan]:
     """The transfers of `program` to split, with their plans: as many of the
     splittable ones (`plan_split`) as keep its live tokens within `limit`
@@ -484,6 +536,7 @@ def choose_splits(
         retire_below,
         few_runs,
         min_few,
+        unit_chars or {},
     )
     with gc_paused():
         choice.block(program.block, limit)
@@ -621,6 +674,7 @@ class SplitTransfersPass(ModulePass):
                 self.retire_below,
                 self.few_runs,
                 self.min_few,
+                device.unit_characteristics,
             )
             walker = PatternRewriteWalker(
                 SplitTransfer(plans, Names(prog)), apply_recursively=False
