@@ -162,3 +162,14 @@ def test_check_refuses_files_it_cannot_read_with_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("check: error: ") and says in err, err
         assert len(err.splitlines()) == 1, err
+
+
+def test_check_without_an_output_is_an_error(tmp_path, capsys):
+    """With no `--output` it compared nothing and exited 0, which reads as a
+    pass (an outside check, session 40)."""
+    onnx.save(_model(), tmp_path / "m.onnx")
+    np.save(tmp_path / "a.npy", np.arange(3, dtype=np.float32))
+    a = tmp_path / "a.npy"
+    assert main([str(tmp_path / "m.onnx"), "--input", f"a.b={a}", "--input", f"a_b={a}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("check: error: nothing to compare: give --output NAME=FILE"), err

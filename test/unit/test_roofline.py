@@ -265,6 +265,64 @@ def test_cli_usage_errors(flags, message, capsys):
     assert err.startswith("nem-run: error: ") and message in err
 
 
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--roofline-plot", "{d}/tl", "--timeline", "{d}/tl.png"],
+            "--roofline-plot '{d}/tl': a chart's format is its file's suffix; give a file name "
+            "ending in .png, .svg, .pdf",
+        ),
+        (["--roofline-plot", "{d}/r.txt"], "--roofline-plot '{d}/r.txt': a chart's format"),
+        (["--timeline", "-"], "--timeline '-': a chart's format"),
+        (["--trace", "-"], "--trace writes a file; standard output ('-') carries"),
+        (
+            ["--json", "--output", "Y_L2=-"],
+            "--output Y_L2=- with --json: standard output carries the JSON report alone",
+        ),
+    ],
+)
+def test_outputs_that_cannot_share_their_place_are_refused_before_the_run(
+    tmp_path, flags, message, capsys
+):
+    """An outside check (session 40): matplotlib appended `.png` to a chart
+    name without a suffix, so `--roofline-plot tl --timeline tl.png` wrote
+    the bar chart over the Gantt chart; `r.txt` failed after the whole run;
+    `--trace -` wrote a file named `-`; a tensor on standard output came
+    before `--json`'s report.  Each is a usage error, and nothing is written."""
+    d = str(tmp_path)
+    argv = [str(CONV), "--mode", "timed", "--roofline", *(f.format(d=d) for f in flags)]
+    assert run(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("nem-run: error: ") and message.format(d=d) in captured.err
+    assert captured.out == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.filterwarnings("ignore:No artists with labels")  # barh is stubbed
+def test_a_unit_kind_has_one_colour_in_every_chart(monkeypatch):
+    """The bars' colours followed each program's sorted kinds: `latency`
+    was red in one chart and purple in the next (session 40)."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.axes
+    import matplotlib.pyplot as plt
+
+    from nem.runtime import roofline
+
+    rep, _ = _timed(CONV)
+    colours: dict[str, object] = {}
+
+    def barh(self, y, width, color=None, label=None, **kw):
+        if label and label.startswith("busy cycles, binds "):
+            colours[label.removeprefix("busy cycles, binds ")] = color
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "barh", barh)
+    for kinds in (["DMA", LATENCY], ["NMU", "VPU", LATENCY]):
+        rep.groups = [roofline.Row(k, "loop", 1, 1, 9, 1.0, k, k, {}) for k in kinds]
+        plt.close(roofline.bar_chart(rep))
+    assert colours == {k: roofline.kind_colors()[k] for k in ("DMA", "NMU", "VPU", LATENCY)}
+    assert len(set(roofline.kind_colors().values())) == len(roofline.kind_colors())
+
+
 def test_a_functional_session_has_no_roofline():
     it = NemInterpreter(trace=False)
     it.load(CONV)

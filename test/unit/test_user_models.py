@@ -220,7 +220,10 @@ def mobilenet(tmp_path):
             "check: error: --output z: the model has no output 'z' (outputs: y)",
         ),
         (["--input", "q=x.npy"], "check: error: --input q: the model has no input 'q' (inputs: x)"),
-        (["--input", "x=bad.npy"], "check: error: onnxruntime cannot run m.onnx: "),
+        (
+            ["--input", "x=bad.npy", "--output", "y=missing.npy"],
+            "check: error: onnxruntime cannot run m.onnx: ",
+        ),
     ],
 )
 def test_check_bad_files_are_one_line_errors(mobilenet, monkeypatch, args, message):

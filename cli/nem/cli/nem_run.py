@@ -152,9 +152,38 @@ def _written(args: argparse.Namespace, outputs: list[Output]) -> list[tuple[str,
     return paths
 
 
+CHART_FORMATS = (".png", ".svg", ".pdf")
+"""The chart files `--timeline` and `--roofline-plot` write: matplotlib
+takes the format from the name's suffix, and given none it appends `.png`
+to the name, so the file written was not the one the run named (and could
+be another output's, D-CLI-ROOFLINE session 40)."""
+
+
+def _stream_problem(args: argparse.Namespace, outputs: list[Output]) -> str | None:
+    """Outputs that cannot share their place: a chart must name its format,
+    `--trace` writes a file (`-` would be one named `-`), and with `--json`
+    standard output is the report's alone."""
+    for path, flag in ((args.timeline, "--timeline"), (args.roofline_plot, "--roofline-plot")):
+        if path and Path(path).suffix.lower() not in CHART_FORMATS:
+            return (
+                f"{flag} {path!r}: a chart's format is its file's suffix; "
+                f"give a file name ending in {', '.join(CHART_FORMATS)}"
+            )
+    if args.trace == "-":
+        return "--trace writes a file; standard output ('-') carries the run's summary"
+    if args.json and (o := next((o for o in outputs if o.file == "-"), None)):
+        return (
+            f"--output {o.name}=- with --json: standard output carries the JSON report "
+            "alone; write the tensor to a file"
+        )
+    return None
+
+
 def _check_paths(args: argparse.Namespace, outputs: list[Output]) -> int | None:
     """Every file the run will write, checked before it starts (a usage
     error, exit 2): --output files, --trace, --timeline (and matplotlib)."""
+    if (bad := _stream_problem(args, outputs)) is not None:
+        return _usage(bad)
     paths = _written(args, outputs)
     chart = "--timeline" if args.timeline else "--roofline-plot" if args.roofline_plot else None
     if chart:

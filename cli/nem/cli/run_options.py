@@ -14,13 +14,14 @@ def parser() -> argparse.ArgumentParser:
     nothing else."""
     p = argparse.ArgumentParser(
         prog="nem-run",
-        description="Run a NEM program (.nem or NEM IR .mlir) on the reference runtime.",
+        description="Run a NEM program (.nem text, .nemb bytecode or NEM IR .mlir) on the "
+        "reference runtime.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "program",
-        help="the program; '-' reads .nem text from standard input "
-        "(e.g. piped from nem-opt -t nem)",
+        help="the program (.nem, .nemb or .mlir, told apart by its contents); '-' reads it "
+        "from standard input (e.g. piped from nem-opt -t nem)",
     )
     p.add_argument(
         "--device", help="target device (name or .nem file); overrides the program's directive"

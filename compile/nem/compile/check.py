@@ -124,8 +124,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m nem.compile.check", description="compare outputs with onnxruntime"
     )
     p.add_argument("model")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
-    p.add_argument("--output", action="append", default=[], metavar="NAME=FILE")
+    p.add_argument(
+        "--input", action="append", default=[], metavar="NAME=FILE.npy", help="a model input"
+    )
+    p.add_argument(
+        "--output",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="a file the compiled program wrote (nem-run --output), read and compared with "
+        "onnxruntime's output NAME; at least one",
+    )
     args = p.parse_args(argv)
     pairs = [a.split("=", 1) for a in args.input + args.output]
     if any(len(x) != 2 for x in pairs):
@@ -225,6 +234,12 @@ def _compare(args: argparse.Namespace) -> int:
             "no array for the model's input "
             + ", ".join(f"'{o}'" + (f" (buffer '{b}')" if b != o else "") for o, b in missing)
             + f"\nfix: give --input {missing[0][1]}=FILE.npy"
+        )
+    if not args.output:  # exit 0 having compared nothing would read as a pass
+        raise _CheckError(
+            "nothing to compare: give --output NAME=FILE, a file nem-run wrote (outputs: "
+            + ", ".join(f"'{o}'" for o, _ in table.outputs)
+            + ")"
         )
     try:
         want = onnxruntime_run(model, model_dtypes(inputs, model))

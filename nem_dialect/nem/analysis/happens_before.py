@@ -256,6 +256,25 @@ class Structure:
         owner = token.owner
         return self.tasks.get(owner) if isinstance(owner, Operation) else None
 
+    def covered_before(self, producer: StaticTask, task: Operation) -> bool:
+        """Whether a barrier covering `producer` (`cover`: a wait or `.sync`
+        task, or a loop statement whose body holds one) is issued before
+        `task`, in `task`'s block or an enclosing one up to `producer`'s:
+        `producer` has then completed whenever `task` is issued
+        (D-HAZ-ORDER), so a dep of `task` on it orders nothing more."""
+        cur: Operation | None = task
+        while cur is not None:
+            block = cur.parent_block()
+            if block is None:
+                return False
+            cover = producer.cover.get(block)
+            if cover is not None and cover < self.index[cur]:
+                return True
+            if block is producer.block:
+                return False
+            cur = block.parent_op()
+        return False
+
     def _chain(self, block: Block, index: int, stop: Block) -> Iterator[tuple[Block, int]]:
         """(block, index) from `block` up to `stop`: the statement containing
         position `index` of `block`, at every enclosing level."""

@@ -119,6 +119,7 @@ from nem.dialect.ops import (
     programs,
 )
 from nem.dialect.semantics.cost import UnitChars
+from nem.passes.covered_deps import drop_covered_loop_deps
 from nem.passes.finish_times import FinishTimes
 from nem.passes.forward_fills import declared_names
 from nem.passes.split_retire import (
@@ -523,7 +524,8 @@ def choose_splits(
     """The transfers of `program` to split, with their plans: as many of the
     splittable ones (`plan_split`) as keep its live tokens within `limit`
     (`SEQ.max_active_tokens`, DEV-17), each with fewer slices where all
-    would not fit."""
+    would not fit; first, the deps a barrier already covers that hold a
+    token across loops are dropped (`drop_covered_loop_deps`, session 40)."""
     choice = Choice(
         dmas,
         sdmas,
@@ -539,6 +541,8 @@ def choose_splits(
         unit_chars or {},
     )
     with gc_paused():
+        if limit is not None:
+            drop_covered_loop_deps(program)
         choice.block(program.block, limit)
     return choice.plans
 

@@ -47,7 +47,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from nem.analysis.happens_before import StaticTask, Structure
+from nem.analysis.happens_before import Structure
 from nem.analysis.hazard_finder import MAX_TASK_INSTANCES, find_races
 from nem.analysis.hazard_report import Race
 from nem.analysis.race_memos import RaceCache, ShapeMemos
@@ -235,7 +235,7 @@ class Synthesizer:
             keep = list(task.deps)
             for d in mine:
                 producer = s.producer(d)
-                if producer is not None and _covered_before(s, producer, task):
+                if producer is not None and s.covered_before(producer, task):
                     keep.remove(d)
             if len(keep) != len(task.deps):
                 task.set_deps(keep)
@@ -427,23 +427,6 @@ def _copies(loop: LoopOp, ev: Evaluator) -> int:
     if lo is not None and hi is not None:
         copies = max(1, min(copies, hi - lo + 1))
     return copies
-
-
-def _covered_before(s: Structure, producer: StaticTask, task: Operation) -> bool:
-    """Whether a barrier covering `producer` comes before `task` in some
-    block between `task` and `producer`'s block (as `ordered` finds it)."""
-    cur: Operation | None = task
-    while cur is not None:
-        block = cur.parent_block()
-        if block is None:
-            return False
-        cover = producer.cover.get(block)
-        if cover is not None and cover < s.index[cur]:
-            return True
-        if block is producer.block:
-            return False
-        cur = block.parent_op()
-    return False
 
 
 def _reaches(

@@ -58,7 +58,7 @@ from xdsl.ir import SSAValue
 from nem.dialect.diagnostics import located_nodes
 from nem.dialect.ops import RegionOp
 from nem.dialect.semantics.cost import Profile, UnitChars, Work, macs_per_cycle
-from nem.dialect.semantics.units import DEVICE_UNITS
+from nem.dialect.semantics.units import DEVICE_UNITS, UNIT_TYPES
 from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl
 
 LATENCY = "latency"
@@ -493,7 +493,9 @@ class Report:
                 "ideal, i-ratio: the bound of the ONNX nodes' least work (the tensors entering and "
                 "leaving the group once, its MACs), and cycles / it"
             )
-            if not any(r.ideal_bound for r in self.groups):
+            if not any(r.ideal_bound for r in self.groups) and any(
+                r.kind == "node" for r in self.groups
+            ):  # no nodes at all: the note above says where they are
                 out.append(
                     "ideal: no group's nodes are nodes of the model given with static shapes "
                     "(give --onnx the model this program was compiled from)"
@@ -624,12 +626,21 @@ def bar_chart_png(rep: Report, path: str) -> None:
     plt.close(fig)
 
 
+def kind_colors() -> dict[str, tuple[float, ...]]:
+    """One colour per unit kind and `latency`, the same in every chart (a
+    kind's colour followed the program's sorted kinds before session 40,
+    so `latency` was red in one chart and purple in the next)."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return {k: tuple(cmap(i)) for i, k in enumerate((*UNIT_TYPES, LATENCY))}
+
+
 def bar_chart(rep: Report) -> Any:
     """Per group: the cycles taken beside the bound (one pair of horizontal
-    bars per group, coloured by the binding kind; the `PLOT_GROUPS` longest
-    groups of a larger program), in the Gantt chart's style
-    (`trace.timeline_png`), the legend right of the axes where it hides no
-    bar; a matplotlib Figure."""
+    bars per group, coloured by the binding kind, `kind_colors`; the
+    `PLOT_GROUPS` longest groups of a larger program), the legend right of
+    the axes where it hides no bar; a matplotlib Figure."""
     try:
         import matplotlib
 
@@ -640,13 +651,11 @@ def bar_chart(rep: Report) -> Any:
             "not supported: --roofline-plot needs matplotlib; install it with "
             "pip install 'nem-toolchain[viz]'"
         ) from e
-    from nem.runtime.trace import opcode_colors
-
     rows = rep.groups
     if len(rows) > PLOT_GROUPS:  # the longest, in program order
         keep = set(map(id, sorted(rows, key=lambda r: -r.cycles)[:PLOT_GROUPS]))
         rows = [r for r in rows if id(r) in keep]
-    colors = opcode_colors(sorted({r.binds for r in rows} | set(rep.kinds()) | {LATENCY}))
+    colors = kind_colors()
     fig, ax = plt.subplots(figsize=(12, 1.5 + 0.35 * max(len(rows), 1)))
     seen: set[str] = set()
     for y, r in enumerate(rows):
