@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from nem.analysis.range_max import MaxTree
-from nem.analysis.token_liveness import BlockLiveness
+from nem.analysis.token_liveness import BlockLiveness, block_liveness, loop_copies
 from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
+from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import LoopOp, RegionOp, TaskOp, TransferOp, WaitOp
 from nem.passes.finish_times import FinishTimes
 
@@ -93,15 +94,69 @@ def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int],
     `crowded` (the tokens at the limit in its interval, session 38:
     test_hoist's staged bias copies queued behind the weight copies issued
     just before, and the wait held the stream, the next engine's weights,
-    until those had run).  Whether any was retired (session 37)."""
+    until those had run).  Whether any was retired (session 37).
+    The pass run on its own output changes nothing here (session 41): a wait
+    the retire rules added is no stretch (`stops_stream`), and `crowded`
+    asks the counts before the split (`unsplit_counts`)."""
     # stops[j]: the waits and loops among the block's first j statements
-    stops = list(accumulate((type(o) in (WaitOp, LoopOp) for o in live.ops), initial=0))
+    stops = list(accumulate((stops_stream(o, below) for o in live.ops), initial=0))
     held: dict[int, list[SSAValue]] = {}
     for op, first, _ in shared_small(live, below):
         issued = live.intervals[op][0]
         if stops[first] > stops[issued + 1] or crowded(*live.intervals[op]):
             held.setdefault(first, []).append(op.result)
     return _retire_before(live, held)
+
+
+def stops_stream(op: Operation, below: int) -> bool:
+    """Whether `op` gives the transfers issued before it a stretch of the
+    stream to run (`retire_shared`'s session 38 branch): a loop, or a wait
+    but the retire rules' own, for async transfers under `below` bytes
+    alone, each waited for there only (`_retire_before` puts it right before
+    their first consumer and drops them from the others).  The pass adds
+    such a wait where it found no stretch; counted, a second run waited for
+    a strip `retire_crowded` had kept (its wait would hold back a copy,
+    `stalls`), the wait for another strip standing between it and its first
+    load (session 41, `LATE` in the tests)."""
+    if type(op) is LoopOp:
+        return True
+    return type(op) is WaitOp and not all(
+        type(t.owner) is TransferOp
+        and not t.owner.is_sync
+        and moved_bytes(t.owner) < below
+        and not t.has_more_than_one_use()
+        for t in op.operands
+    )
+
+
+def unsplit_counts(block: Block, ev: Evaluator) -> list[int]:
+    """The live tokens at each statement of `block`, its loops' included
+    (D-TOK-LIVE), as before the split: the slices of an earlier split
+    (`split_already`) count as the one transfer they were (the first slice's
+    live interval).  `retire_shared`'s gate (the tokens at the limit) asks
+    these: on the pass's own output the counts with the slices reached the
+    limit where the first run's, before the split, did not, and a second run
+    retired strips the first had kept (session 41)."""
+    live = block_liveness(block, ev, bodies=False)
+    transfers = [op for op in live.intervals if type(op) is TransferOp]
+    sliced = split_already(transfers)
+    delta = [0] * (len(live.ops) + 2)
+    groups: set[tuple[object, ...]] = set()
+    for op in transfers:  # in program order: the first slice of each group stays
+        if op not in sliced:
+            continue
+        key = _slice_key(op)
+        if key in groups:
+            first, last = live.intervals[op]
+            delta[first] -= 1
+            delta[last + 1] += 1
+        groups.add(key)
+    out: list[int] = []
+    for count, fewer, stmt in zip(live.counts(), accumulate(delta), live.ops):
+        if type(stmt) is LoopOp:
+            count += max(unsplit_counts(stmt.block, ev), default=0) * loop_copies(stmt, ev)
+        out.append(count + fewer)
+    return out
 
 
 def retire_crowded(

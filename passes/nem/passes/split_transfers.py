@@ -72,10 +72,13 @@ convolution loads, held from the first part's load to the last); and after
 the tokens are shared out, those the split left at the limit beside a copy
 it left whole, where the wait holds back no copy behind it by the static
 estimate of when tasks end (`retire_crowded`, `stalls`), the block then
-shared again.  Slices are not split again (`split_already`): run on its
-own output, the pass changes nothing but what `retire_shared` finds anew
-(a wait it or `retire_crowded` added between a strip and its first
-consumer).  That choice is an analysis of its own
+shared again.  Slices are not split again (`split_already`), and
+`retire_shared` asks the counts before the split (`unsplit_counts`) and
+takes no wait the retire rules added for a stretch of the stream
+(`stops_stream`): run on its own output, the pass changes nothing on the
+tests' programs; on a compiled model's, the waits it added cover more
+deps (`drop_covered_loop_deps`) and free tokens for copies it left whole,
+which a second run splits (session 41).  That choice is an analysis of its own
 (`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
 the blocks holding a chosen transfer) only carries it out.
 """
@@ -130,6 +133,7 @@ from nem.passes.split_retire import (
     retoken,
     split_already,
     stalls,
+    unsplit_counts,
 )
 from nem.passes.split_rule import (
     FEW_RUNS,
@@ -437,7 +441,8 @@ class Choice:
 
     def at_limit(self, block: Block, budget: int | None) -> Callable[[int, int], bool]:
         """Whether the block's live tokens, its loops' included, reach
-        `budget` at some statement from the first to the last given: the
+        `budget` at some statement from the first to the last given, the
+        slices of an earlier split counted as one (`unsplit_counts`): the
         counts and their `MaxTree` made at the first question (most blocks
         ask none), each question O(log n)."""
         tree: list[MaxTree] = []
@@ -446,7 +451,7 @@ class Choice:
             if budget is None:
                 return False
             if not tree:
-                tree.append(MaxTree(block_liveness(block, self.ev).counts()))
+                tree.append(MaxTree(unsplit_counts(block, self.ev)))
             return tree[0].max(first, last) >= budget
 
         return ask
