@@ -68,9 +68,17 @@ each counted at every statement of the loop (D-TOK-LIVE), and a padded
 input's border fills took the slices of its consumer's tile copies; those
 under `min-piece` that two or more of its statements consume, right before
 the first (`retire_shared`: the border strips that every engine part of a
-convolution loads, held from the first part's load to the last).  Slices are not
-split again (`split_already`): run on its own output, the pass changes
-nothing.  That choice is an analysis of its own
+convolution loads, held from the first part's load to the last); and after
+the tokens are shared out, those the split left at the limit beside a copy
+it left whole, where the wait holds back no copy behind it by the static
+estimate of when tasks end (`retire_crowded`, `stalls`), the block then
+shared again.  Slices are not split again (`split_already`), and
+`retire_shared` asks the counts before the split (`unsplit_counts`) and
+takes no wait the retire rules added for a stretch of the stream
+(`stops_stream`): run on its own output, the pass changes nothing on the
+tests' programs; on a compiled model's, the waits it added cover more
+deps (`drop_covered_loop_deps`) and free tokens for copies it left whole,
+which a second run splits (session 41).  That choice is an analysis of its own
 (`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
 the blocks holding a chosen transfer) only carries it out.
 """
@@ -79,9 +87,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import accumulate, count
+from itertools import count
 
 from xdsl.context import Context
 from xdsl.dialects import arith
@@ -94,7 +102,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import InsertPoint
 
 from nem.analysis.range_max import MaxTree
 from nem.analysis.token_liveness import BlockLiveness, block_liveness, loop_copies
@@ -109,13 +117,24 @@ from nem.dialect.ops import (
     ProgramOp,
     RegionOp,
     StoreOp,
-    TaskOp,
     TransferOp,
     WaitOp,
     programs,
 )
+from nem.dialect.semantics.cost import UnitChars
 from nem.passes.covered_deps import drop_covered_loop_deps
+from nem.passes.finish_times import FinishTimes
 from nem.passes.forward_fills import declared_names
+from nem.passes.split_retire import (
+    moved_bytes,
+    retire_crowded,
+    retire_held,
+    retire_shared,
+    retoken,
+    split_already,
+    stalls,
+    unsplit_counts,
+)
 from nem.passes.split_rule import (
     FEW_RUNS,
     MIN_BYTES,
@@ -157,6 +176,10 @@ class Plan:
     """The box the slices are cut from: the transfer's, or with the
     dimensions from `dim` on merged into one where that gives the DMAs rows
     enough (`merge_rows`); `strides` are this box's."""
+
+
+Found = tuple[TransferOp, tuple[int, int], Plan]
+"""A transfer of a block that splits, its token's live interval there and its plan."""
 
 
 def touches_l1(op: TransferOp) -> bool | None:
@@ -249,18 +272,6 @@ def merge_rows(
     return (merged, *((*s[:dim], s[end], *s[end + 1 :]) for s in strides))
 
 
-def moved_bytes(op: TransferOp) -> int:
-    """The bytes a transfer moves: its destination box's elements (0 when
-    untyped or of a dynamic shape)."""
-    t = op.dst.type
-    if not isinstance(t, RegionType) or t.shape_values is None or DYNAMIC in t.shape_values:
-        return 0
-    n = BITWIDTH.get(t.elem_name or "", 0) // 8
-    for d in t.shape_values:
-        n *= d
-    return n
-
-
 def _slice(b: NemBuilder, region: SSAValue, plan: Plan, side: int, at: int, m: int) -> SSAValue:
     """The inline region of rows `[at, at + m)` along `plan.dim` of `region`."""
     rop = region.owner
@@ -293,21 +304,6 @@ def _slice(b: NemBuilder, region: SSAValue, plan: Plan, side: int, at: int, m: i
     )
 
 
-def retoken(user: Operation, old: SSAValue, new: Sequence[SSAValue]) -> None:
-    """`user`'s tokens (a task's deps, a wait's) with `old` replaced by `new`,
-    each token once."""
-    tokens = user.dep_values() if isinstance(user, TaskOp) else tuple(user.operands)
-    out: list[SSAValue] = []
-    for t in tokens:
-        for r in new if t is old else (t,):
-            if r not in out:
-                out.append(r)
-    if isinstance(user, TaskOp):
-        user.set_deps(out)
-    else:
-        user.operands = out
-
-
 @dataclass
 class Choice:
     """Which transfers of a program split and how (`choose_splits`)."""
@@ -326,6 +322,9 @@ class Choice:
     retire_below: int = RETIRE_BELOW
     few_runs: int = FEW_RUNS
     min_few: int = MIN_FEW
+    unit_chars: UnitChars = field(default_factory=dict)
+    """The device's unit characteristics, which D-RT-COST's durations read
+    (`stalls`' estimate)."""
     plans: dict[TransferOp, Plan] = field(default_factory=dict)
     ev: Evaluator = field(default_factory=Evaluator)
 
@@ -354,16 +353,7 @@ class Choice:
                 self.min_few,
             )
         )
-        sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
-        found = [
-            (op, span, plan)
-            for op, span in live.intervals.items()
-            if type(op) is TransferOp
-            and op not in sliced
-            and (plan := self._plan(op, least)) is not None
-            # a use this pass cannot rewrite: the transfer stays whole
-            and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
-        ]
+        found = self._found(live, least)
         # the program's own transfers moving `min-once` (made once: a
         # layer's weights on the path to its first tile) keep their slices'
         # tokens from its loops; the smaller ones (`min-single`) take what
@@ -385,6 +375,7 @@ class Choice:
             if runs == 1
             else None
         )
+        loops: dict[Operation, int] = {}  # each loop's tokens, as its body is budgeted
         for k, op in enumerate(live.ops):
             if type(op) is LoopOp:
                 copies = loop_copies(op, self.ev)
@@ -394,18 +385,64 @@ class Choice:
                 kept = own + (held[k] if held else 0)
                 inner = None if budget is None else max(0, budget - kept) // copies
                 trips = loop_trips(op, self.ev)
-                counts[k] = own + self.block(op.block, inner, runs * trips) * copies
+                loops[op] = self.block(op.block, inner, runs * trips) * copies
+                counts[k] = own + loops[op]
         if not found:
             return max(counts, default=0)
         tree = MaxTree(counts)
-        for (op, _, plan), k in zip(found, share(found, tree, budget)):
+        slices = share(found, tree, budget)
+        # the small transfers `retire_shared` left, where the split took the
+        # last tokens (session 40)
+        if budget is not None and retire_crowded(
+            live,
+            min(self.retire_below, self.min_piece),
+            # the copies the split left whole that their plans would split
+            [span for (_, span, plan), k in zip(found, slices) if k == 1 < len(plan.parts)],
+            lambda first, last: tree.max(first, last) >= budget,
+            self._stalls(live),
+        ):
+            # fewer tokens at every statement: the loops keep their budgets
+            live = block_liveness(block, self.ev, bodies=False)
+            found = self._found(live, least)
+            counts = [c + loops.get(op, 0) for c, op in zip(live.counts(), live.ops)]
+            tree = MaxTree(counts)
+            slices = share(found, tree, budget)
+        for (op, _, plan), k in zip(found, slices):
             if k >= 2:
                 self.plans[op] = replace(plan, parts=even_parts(sum(m for _, m in plan.parts), k))
         return tree.max(0, len(counts) - 1)
 
+    def _found(self, live: BlockLiveness, least: int) -> list[Found]:
+        """The block's transfers that split from `least` bytes (not the
+        slices of an earlier split), with their live intervals and plans."""
+        sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
+        return [
+            (op, span, plan)
+            for op, span in live.intervals.items()
+            if type(op) is TransferOp
+            and op not in sliced
+            and (plan := self._plan(op, least)) is not None
+            # a use this pass cannot rewrite: the transfer stays whole
+            and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
+        ]
+
+    def _stalls(self, live: BlockLiveness) -> Callable[[TransferOp, int, int], bool]:
+        """`stalls` over `live`'s block, the estimate made at the first
+        question (most blocks ask none)."""
+        made: list[Callable[[TransferOp, int, int], bool]] = []
+
+        def holds(op: TransferOp, first: int, last: int) -> bool:
+            if not made:
+                times = FinishTimes(self.unit_chars, self.ev)
+                made.append(stalls(live, self.min_piece, times))
+            return made[0](op, first, last)
+
+        return holds
+
     def at_limit(self, block: Block, budget: int | None) -> Callable[[int, int], bool]:
         """Whether the block's live tokens, its loops' included, reach
-        `budget` at some statement from the first to the last given: the
+        `budget` at some statement from the first to the last given, the
+        slices of an earlier split counted as one (`unsplit_counts`): the
         counts and their `MaxTree` made at the first question (most blocks
         ask none), each question O(log n)."""
         tree: list[MaxTree] = []
@@ -414,7 +451,7 @@ class Choice:
             if budget is None:
                 return False
             if not tree:
-                tree.append(MaxTree(block_liveness(block, self.ev).counts()))
+                tree.append(MaxTree(unsplit_counts(block, self.ev)))
             return tree[0].max(first, last) >= budget
 
         return ask
@@ -428,9 +465,7 @@ class Choice:
         return plan_split(op, self.sdmas, self.min_bytes, self.min_piece)
 
 
-def share(
-    found: Sequence[tuple[TransferOp, tuple[int, int], Plan]], tree: MaxTree, budget: int | None
-) -> list[int]:
+def share(found: Sequence[Found], tree: MaxTree, budget: int | None) -> list[int]:
     """How many slices each of `found` gets within `budget` live tokens at
     every statement (`tree`: the block's counts, to which the slices' extra
     tokens are added): one slice at a time to the transfer whose slices are
@@ -457,149 +492,7 @@ def share(
     return slices
 
 
-def retire_held(live: BlockLiveness, below: int) -> bool:
-    """Wait, right before each loop statement of `live`'s block, for the
-    block's async transfers moving fewer than `below` bytes whose tokens the
-    loop's body consumes (the last use of each is the loop, D-TOK-LIVE), and
-    drop those tokens from the body's deps and waits: the wait orders every
-    statement after it after them (D-HAZ-WAIT).  Held, each token counts at
-    every statement of the loop, a slice fewer for its copies (VGG-19's
-    14x14 layers: the 16 border fills of the padded input held across the
-    tile loop left its weight copies on one or two DMAs); waited for, the
-    stream pauses once for a copy of a few hundred cycles issued before it.
-    A wait already right before the loop takes them too.  Whether any was
-    retired (the block's liveness is then stale)."""
-    held: dict[int, list[SSAValue]] = {}
-    for op, (first, last) in live.intervals.items():
-        if (
-            type(op) is TransferOp
-            and first < last < len(live.ops)
-            and type(live.ops[last]) is LoopOp
-            and not op.is_sync
-            and moved_bytes(op) < below
-        ):
-            held.setdefault(last, []).append(op.result)
-    for k, tokens in held.items():
-        loop = live.ops[k]
-        for token in tokens:
-            for user in {u.operation for u in token.uses}:
-                if user is not loop and loop.is_ancestor(user):
-                    retoken(user, token, [])
-                    if type(user) is WaitOp and not user.operands:
-                        Rewriter.erase_op(user)
-        wait_before(loop, tokens)
-    return bool(held)
-
-
-def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int], bool]) -> bool:
-    """Wait, right before the first of them, for the block's async transfers
-    under `below` bytes whose tokens two or more statements of the block
-    consume, none a loop, and drop them from the later deps and waits (a
-    wait orders what follows, D-HAZ-WAIT): SqueezeNet's n37's 16 border
-    strips, which its four parts each load, were live from the first load
-    to the last, whose copies ran whole on one DMA.  With a wait or a loop
-    between its issue and its first consumer a transfer had that stretch of
-    the stream to run; one issued right before it only where `crowded` (the
-    tokens at the limit in its interval, session 38: test_hoist's staged
-    bias copies queued behind the weight copies issued just before, and the
-    wait held the stream, the next engine's weights, until those had run).
-    Whether any was retired (session 37)."""
-    block = live.ops[0].parent_block() if live.ops else None
-    idx = {op: k for k, op in enumerate(live.ops)}
-    sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
-    # stops[j]: the waits and loops among the block's first j statements
-    stops = list(accumulate((type(o) in (WaitOp, LoopOp) for o in live.ops), initial=0))
-    held: dict[int, list[SSAValue]] = {}
-    for op in live.intervals:
-        if type(op) is not TransferOp or op in sliced or op.is_sync or moved_bytes(op) >= below:
-            continue
-        at: set[int] = set()
-        users: set[object] = set()  # the slices of a split count once: the pass stays idempotent
-        for u in op.result.uses:
-            cur: Operation | None = u.operation
-            while cur is not None and cur.parent_block() is not block:
-                cur = cur.parent_op()
-            if cur is not None:
-                at.add(idx[cur])
-                users.add(_slice_key(cur) if isinstance(cur, TransferOp) and cur in sliced else cur)
-        issued = live.intervals[op][0]
-        if (
-            len(users) >= 2
-            and not any(type(live.ops[k]) is LoopOp for k in at)
-            and (stops[min(at)] > stops[issued + 1] or crowded(*live.intervals[op]))
-        ):
-            held.setdefault(min(at), []).append(op.result)
-    for k, tokens in held.items():
-        first = live.ops[k]
-        keep = first if type(first) is WaitOp else None  # a wait first: it takes them
-        for token in tokens:
-            for user in {u.operation for u in token.uses} - {keep}:
-                retoken(user, token, [])
-                if type(user) is WaitOp and not user.operands:
-                    Rewriter.erase_op(user)
-        if keep is not None:
-            continue
-        wait_before(first, tokens)
-    return bool(held)
-
-
-def wait_before(op: Operation, tokens: Sequence[SSAValue]) -> None:
-    """A `wait` on `tokens` right before `op`: the wait already there takes
-    them, else a new one at `op`'s location (the retire rules' one way to
-    wait, D-HAZ-WAIT)."""
-    before = op.prev_op
-    if type(before) is WaitOp:
-        before.operands = [*before.operands, *tokens]
-        return
-    wait = WaitOp(tokens, [])
-    wait.location = op.location
-    Rewriter.insert_op(wait, InsertPoint.before(op))
-
-
-def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
-    """The transfers of one block that are the slices of a split: two or
-    more between the same two buffers, with the same deps and the same
-    consumers, whose boxes are `even_parts` of one along one dimension (in
-    program order, sizes that differ by at most one, the larger first), as
-    `SplitTransfer` makes them.  They are left whole, so the pass run on
-    its own output changes nothing: the group already runs on as many DMAs
-    as it has slices.  One pass over the block's transfers, grouped by
-    that key."""
-    groups: dict[tuple[object, ...], list[TransferOp]] = {}
-    for op in transfers:
-        groups.setdefault(_slice_key(op), []).append(op)
-    return {op for g in groups.values() if len(g) > 1 and _even_slices(g) for op in g}
-
-
-def _slice_key(op: TransferOp) -> tuple[object, ...]:
-    """What the slices of one split share: their two buffers, deps and consumers."""
-    users = frozenset(u.operation for u in op.result.uses)
-    ends = tuple(v.owner.buffer if isinstance(v.owner, RegionOp) else v for v in (op.dst, op.src))
-    return (ends, op.dep_values(), users)
-
-
-def _even_slices(group: Sequence[TransferOp]) -> bool:
-    """The boxes of `group` (in program order) are `even_parts` of one box:
-    the same shape but along one dimension, there non-increasing sizes
-    within one of each other."""
-    shapes = []
-    for op in group:
-        t = op.dst.type
-        if not isinstance(t, RegionType) or t.shape_values is None:
-            return False
-        shapes.append(t.shape_values)
-    if len({len(s) for s in shapes}) != 1:
-        return False
-    differ = [d for d in range(len(shapes[0])) if len({s[d] for s in shapes}) > 1]
-    if len(differ) > 1:
-        return False
-    sizes = [s[differ[0]] for s in shapes] if differ else []
-    return all(a >= b for a, b in zip(sizes, sizes[1:])) and (
-        not sizes or sizes[0] - sizes[-1] <= 1
-    )
-
-
-def reserved(found: Sequence[tuple[TransferOp, tuple[int, int], Plan]], n: int) -> list[int]:
+def reserved(found: Sequence[Found], n: int) -> list[int]:
     """The tokens the slices of `found` add at each of a block's `n`
     statements (its extra `k - 1` over its live interval), in one pass of
     prefix sums."""
@@ -631,6 +524,7 @@ def choose_splits(
     retire_below: int = RETIRE_BELOW,
     few_runs: int = FEW_RUNS,
     min_few: int = MIN_FEW,
+    unit_chars: UnitChars | None = None,
 ) -> dict[TransferOp, Plan]:
     """The transfers of `program` to split, with their plans: as many of the
     splittable ones (`plan_split`) as keep its live tokens within `limit`
@@ -649,6 +543,7 @@ def choose_splits(
         retire_below,
         few_runs,
         min_few,
+        unit_chars or {},
     )
     with gc_paused():
         if limit is not None:
@@ -788,6 +683,7 @@ class SplitTransfersPass(ModulePass):
                 self.retire_below,
                 self.few_runs,
                 self.min_few,
+                device.unit_characteristics,
             )
             walker = PatternRewriteWalker(
                 SplitTransfer(plans, Names(prog)), apply_recursively=False

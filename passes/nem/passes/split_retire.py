@@ -1,0 +1,333 @@
+"""`nem-split-transfers`' retire rules: the small transfers whose tokens
+the pass waits for instead of holding them live, so that the tokens go to
+the slices of the large copies (decision D-NEM-SPLIT-TRANSFERS, sessions
+23, 37-38 and 40), with the helpers the rules and the pass share (the
+bytes a transfer moves, a consumer's tokens rewritten, the slices of an
+earlier split)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import accumulate
+
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from nem.analysis.range_max import MaxTree
+from nem.analysis.token_liveness import BlockLiveness, block_liveness, loop_copies
+from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
+from nem.dialect.expressions import Evaluator
+from nem.dialect.ops import LoopOp, RegionOp, TaskOp, TransferOp, WaitOp
+from nem.passes.finish_times import FinishTimes
+
+
+def moved_bytes(op: TransferOp) -> int:
+    """The bytes a transfer moves: its destination box's elements (0 when
+    untyped or of a dynamic shape)."""
+    t = op.dst.type
+    if not isinstance(t, RegionType) or t.shape_values is None or DYNAMIC in t.shape_values:
+        return 0
+    n = BITWIDTH.get(t.elem_name or "", 0) // 8
+    for d in t.shape_values:
+        n *= d
+    return n
+
+
+def retoken(user: Operation, old: SSAValue, new: Sequence[SSAValue]) -> None:
+    """`user`'s tokens (a task's deps, a wait's) with `old` replaced by `new`,
+    each token once."""
+    tokens = user.dep_values() if isinstance(user, TaskOp) else tuple(user.operands)
+    out: list[SSAValue] = []
+    for t in tokens:
+        for r in new if t is old else (t,):
+            if r not in out:
+                out.append(r)
+    if isinstance(user, TaskOp):
+        user.set_deps(out)
+    else:
+        user.operands = out
+
+
+def retire_held(live: BlockLiveness, below: int) -> bool:
+    """Wait, right before each loop statement of `live`'s block, for the
+    block's async transfers moving fewer than `below` bytes whose tokens the
+    loop's body consumes (the last use of each is the loop, D-TOK-LIVE), and
+    drop those tokens from the body's deps and waits: the wait orders every
+    statement after it after them (D-HAZ-WAIT).  Held, each token counts at
+    every statement of the loop, a slice fewer for its copies (VGG-19's
+    14x14 layers: the 16 border fills of the padded input held across the
+    tile loop left its weight copies on one or two DMAs); waited for, the
+    stream pauses once for a copy of a few hundred cycles issued before it.
+    A wait already right before the loop takes them too.  Whether any was
+    retired (the block's liveness is then stale)."""
+    held: dict[int, list[SSAValue]] = {}
+    for op, (first, last) in live.intervals.items():
+        if (
+            type(op) is TransferOp
+            and first < last < len(live.ops)
+            and type(live.ops[last]) is LoopOp
+            and not op.is_sync
+            and moved_bytes(op) < below
+        ):
+            held.setdefault(last, []).append(op.result)
+    for k, tokens in held.items():
+        loop = live.ops[k]
+        for token in tokens:
+            for user in {u.operation for u in token.uses}:
+                if user is not loop and loop.is_ancestor(user):
+                    retoken(user, token, [])
+                    if type(user) is WaitOp and not user.operands:
+                        Rewriter.erase_op(user)
+        wait_before(loop, tokens)
+    return bool(held)
+
+
+def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int], bool]) -> bool:
+    """Wait, right before the first of them, for the block's async transfers
+    under `below` bytes whose tokens two or more statements of the block
+    consume, none a loop (`shared_small`), and drop them from the later deps
+    and waits (a wait orders what follows, D-HAZ-WAIT): SqueezeNet's n37's
+    16 border strips, which its four parts each load, were live from the
+    first load to the last, whose copies ran whole on one DMA.  With a wait
+    or a loop between its issue and its first consumer a transfer had that
+    stretch of the stream to run; one issued right before it only where
+    `crowded` (the tokens at the limit in its interval, session 38:
+    test_hoist's staged bias copies queued behind the weight copies issued
+    just before, and the wait held the stream, the next engine's weights,
+    until those had run).  Whether any was retired (session 37).
+    The pass run on its own output changes nothing here (session 41): a wait
+    the retire rules added is no stretch (`stops_stream`), and `crowded`
+    asks the counts before the split (`unsplit_counts`)."""
+    # stops[j]: the waits and loops among the block's first j statements
+    stops = list(accumulate((stops_stream(o, below) for o in live.ops), initial=0))
+    held: dict[int, list[SSAValue]] = {}
+    for op, first, _ in shared_small(live, below):
+        issued = live.intervals[op][0]
+        if stops[first] > stops[issued + 1] or crowded(*live.intervals[op]):
+            held.setdefault(first, []).append(op.result)
+    return _retire_before(live, held)
+
+
+def stops_stream(op: Operation, below: int) -> bool:
+    """Whether `op` gives the transfers issued before it a stretch of the
+    stream to run (`retire_shared`'s session 38 branch): a loop, or a wait
+    but the retire rules' own, for async transfers under `below` bytes
+    alone, each waited for there only (`_retire_before` puts it right before
+    their first consumer and drops them from the others).  The pass adds
+    such a wait where it found no stretch; counted, a second run waited for
+    a strip `retire_crowded` had kept (its wait would hold back a copy,
+    `stalls`), the wait for another strip standing between it and its first
+    load (session 41, `LATE` in the tests)."""
+    if type(op) is LoopOp:
+        return True
+    return type(op) is WaitOp and not all(
+        type(t.owner) is TransferOp
+        and not t.owner.is_sync
+        and moved_bytes(t.owner) < below
+        and not t.has_more_than_one_use()
+        for t in op.operands
+    )
+
+
+def unsplit_counts(block: Block, ev: Evaluator) -> list[int]:
+    """The live tokens at each statement of `block`, its loops' included
+    (D-TOK-LIVE), as before the split: the slices of an earlier split
+    (`split_already`) count as the one transfer they were (the first slice's
+    live interval).  `retire_shared`'s gate (the tokens at the limit) asks
+    these: on the pass's own output the counts with the slices reached the
+    limit where the first run's, before the split, did not, and a second run
+    retired strips the first had kept (session 41)."""
+    live = block_liveness(block, ev, bodies=False)
+    transfers = [op for op in live.intervals if type(op) is TransferOp]
+    sliced = split_already(transfers)
+    delta = [0] * (len(live.ops) + 2)
+    groups: set[tuple[object, ...]] = set()
+    for op in transfers:  # in program order: the first slice of each group stays
+        if op not in sliced:
+            continue
+        key = _slice_key(op)
+        if key in groups:
+            first, last = live.intervals[op]
+            delta[first] -= 1
+            delta[last + 1] += 1
+        groups.add(key)
+    out: list[int] = []
+    for count, fewer, stmt in zip(live.counts(), accumulate(delta), live.ops):
+        if type(stmt) is LoopOp:
+            count += max(unsplit_counts(stmt.block, ev), default=0) * loop_copies(stmt, ev)
+        out.append(count + fewer)
+    return out
+
+
+def retire_crowded(
+    live: BlockLiveness,
+    below: int,
+    whole: Iterable[tuple[int, int]],
+    at_limit: Callable[[int, int], bool],
+    holds: Callable[[TransferOp, int, int], bool],
+) -> bool:
+    """After the block's tokens are shared out: wait, right before the first
+    of them, for the transfers `shared_small` finds that have deps, between
+    whose first and last consumer a copy the split left whole is live
+    (`whole`: the live intervals of the copies that got one slice of a plan
+    of several) and the tokens reach the limit (`at_limit`, on the counts
+    with the slices), unless the wait `holds` back a copy (`stalls`); and
+    drop them from the later deps and waits.
+    `retire_shared`'s gate is asked before the split, on counts that peak
+    under the limit (Inception v1's n75: 30 of 32 in its 12 border strips'
+    intervals, each first consumed by the next `clamp` of its engine's fill
+    chain, issued right after it); the split takes the last tokens there
+    and leaves engines 0-2's loads and weight copies whole (session 39).  A
+    transfer without deps is late only behind the copies queued before it
+    on its DMAs (test_hoist's staged bias copies, session 38), so it stays.
+    One prefix sum over the whole copies' intervals, one `at_limit` and one
+    `holds` question per transfer.  Whether any was retired (the caller
+    shares the tokens again)."""
+    n = len(live.ops)
+    diff = [0] * (n + 2)
+    for first, last in whole:
+        diff[first] += 1
+        diff[last + 1] -= 1
+    # covered[j]: the statements among the first j where a whole copy is live
+    covered = list(accumulate((c > 0 for c in accumulate(diff[: n + 1])), initial=0))
+    held: dict[int, list[SSAValue]] = {}
+    for op, first, last in shared_small(live, below):
+        if (
+            op.dep_values()
+            and covered[last + 1] > covered[first]
+            and at_limit(first, last)
+            and not holds(op, first, last)
+        ):
+            held.setdefault(first, []).append(op.result)
+    return _retire_before(live, held)
+
+
+def stalls(
+    live: BlockLiveness, piece: int, times: FinishTimes
+) -> Callable[[TransferOp, int, int], bool]:
+    """Whether a wait for a transfer of `live`'s block right before its
+    statement `first` holds back a copy issued after it up to statement
+    `last`: by the static estimate of when tasks end (`times`,
+    `finish_times`: D-RT-COST's durations, no contention), the transfer ends
+    after the copy could start.  The stream stops at the wait until the
+    transfer has run, so that copy would start later than its producers let
+    it.  DenseNet-121's n337 (session 40): engine 3's border strips follow,
+    on its fill chain, the store of the previous layer's last engine part,
+    issued last with nothing waiting for it, and end after the other
+    engines' strips (by about 1,300 cycles in the timed run, 3,300 in the
+    estimate); waited for, they held engines 0-2's weight copies, which
+    follow only their own engines' strips.  The copies: the block's
+    transfers with deps (one without starts when the stream issues it,
+    behind whatever its engine's DMAs still run, which the estimate does
+    not know) moving `piece` bytes or more (another border strip is no copy
+    the tokens are for).  The estimate is made once for the block, the
+    copies' starts kept in a `MaxTree` (negated): one query per transfer."""
+    never = -(1 << 62)
+    starts = [never] * (len(live.ops) + 1)
+    for k, op in enumerate(live.ops):
+        times.step(op)
+        if type(op) is TransferOp and op.dep_values() and moved_bytes(op) >= piece:
+            starts[k] = times.cycles(op) - times.end[op]  # its start, negated
+    tree = MaxTree(starts)
+
+    def holds(op: TransferOp, first: int, last: int) -> bool:
+        return last > first and -tree.max(first + 1, last) < times.end[op]
+
+    return holds
+
+
+def shared_small(live: BlockLiveness, below: int) -> Iterator[tuple[TransferOp, int, int]]:
+    """The block's async transfers under `below` bytes (the slices of an
+    earlier split left out) whose tokens two or more statements of the
+    block consume, none a loop, with the first and last of them."""
+    block = live.ops[0].parent_block() if live.ops else None
+    idx = {op: k for k, op in enumerate(live.ops)}
+    sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
+    for op in live.intervals:
+        if type(op) is not TransferOp or op in sliced or op.is_sync or moved_bytes(op) >= below:
+            continue
+        at: set[int] = set()
+        users: set[object] = set()  # the slices of a split count once: the pass stays idempotent
+        for u in op.result.uses:
+            cur: Operation | None = u.operation
+            while cur is not None and cur.parent_block() is not block:
+                cur = cur.parent_op()
+            if cur is not None:
+                at.add(idx[cur])
+                users.add(_slice_key(cur) if isinstance(cur, TransferOp) and cur in sliced else cur)
+        if len(users) >= 2 and not any(type(live.ops[k]) is LoopOp for k in at):
+            yield op, min(at), max(at)
+
+
+def _retire_before(live: BlockLiveness, held: dict[int, list[SSAValue]]) -> bool:
+    """Wait for each of `held`'s tokens right before the statement it is
+    keyed by (its first consumer) and drop it from its other consumers;
+    whether there were any."""
+    for k, tokens in held.items():
+        first = live.ops[k]
+        keep = first if type(first) is WaitOp else None  # a wait first: it takes them
+        for token in tokens:
+            for user in {u.operation for u in token.uses} - {keep}:
+                retoken(user, token, [])
+                if type(user) is WaitOp and not user.operands:
+                    Rewriter.erase_op(user)
+        if keep is not None:
+            continue
+        wait_before(first, tokens)
+    return bool(held)
+
+
+def wait_before(op: Operation, tokens: Sequence[SSAValue]) -> None:
+    """A `wait` on `tokens` right before `op`: the wait already there takes
+    them, else a new one at `op`'s location (the retire rules' one way to
+    wait, D-HAZ-WAIT)."""
+    before = op.prev_op
+    if type(before) is WaitOp:
+        before.operands = [*before.operands, *tokens]
+        return
+    wait = WaitOp(tokens, [])
+    wait.location = op.location
+    Rewriter.insert_op(wait, InsertPoint.before(op))
+
+
+def split_already(transfers: Iterable[TransferOp]) -> set[TransferOp]:
+    """The transfers of one block that are the slices of a split: two or
+    more between the same two buffers, with the same deps and the same
+    consumers, whose boxes are `even_parts` of one along one dimension (in
+    program order, sizes that differ by at most one, the larger first), as
+    `SplitTransfer` makes them.  They are left whole, so the pass run on
+    its own output changes nothing: the group already runs on as many DMAs
+    as it has slices.  One pass over the block's transfers, grouped by
+    that key."""
+    groups: dict[tuple[object, ...], list[TransferOp]] = {}
+    for op in transfers:
+        groups.setdefault(_slice_key(op), []).append(op)
+    return {op for g in groups.values() if len(g) > 1 and _even_slices(g) for op in g}
+
+
+def _slice_key(op: TransferOp) -> tuple[object, ...]:
+    """What the slices of one split share: their two buffers, deps and consumers."""
+    users = frozenset(u.operation for u in op.result.uses)
+    ends = tuple(v.owner.buffer if isinstance(v.owner, RegionOp) else v for v in (op.dst, op.src))
+    return (ends, op.dep_values(), users)
+
+
+def _even_slices(group: Sequence[TransferOp]) -> bool:
+    """The boxes of `group` (in program order) are `even_parts` of one box:
+    the same shape but along one dimension, there non-increasing sizes
+    within one of each other."""
+    shapes = []
+    for op in group:
+        t = op.dst.type
+        if not isinstance(t, RegionType) or t.shape_values is None:
+            return False
+        shapes.append(t.shape_values)
+    if len({len(s) for s in shapes}) != 1:
+        return False
+    differ = [d for d in range(len(shapes[0])) if len({s[d] for s in shapes}) > 1]
+    if len(differ) > 1:
+        return False
+    sizes = [s[differ[0]] for s in shapes] if differ else []
+    return all(a >= b for a, b in zip(sizes, sizes[1:])) and (
+        not sizes or sizes[0] - sizes[-1] <= 1
+    )
