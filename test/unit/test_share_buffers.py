@@ -481,3 +481,82 @@ def test_resnet50_res3_branch2a_conv_runs_its_peels_beside_its_tile_loop(monkeyp
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < timed_cycles(old.nem)
+
+
+def _region(name: str, buf: str, off: int) -> str:
+    return f"{name} = region({buf}, {off}, 512) elem=f16, shape=[16, 16], layout=MN\n"
+
+
+def _layer(n: int, src: str) -> str:
+    """Layer `n`: its input (from `src`) and weights (from W) loaded into
+    L1[0], a gemm on the NMU, its output stored to Y."""
+    return (
+        _region(f"X{n}", src, 0 if src == "X" else 512 * (n - 1))
+        + _region(f"V{n}", "W", 512 * n)
+        + _region(f"Z{n}", "Y", 512 * n)
+        + _region(f"A{n}", f"a{n}", 0)
+        + _region(f"W{n}", f"w{n}", 0)
+        + _region(f"Y{n}", f"y{n}", 0)
+        + f"la{n} = transfer.async(dst=A{n}, src=X{n}{', deps=[s1]' if n == 2 else ''})\n"
+        + f"lw{n} = transfer.async(dst=W{n}, src=V{n})\n"
+        + f"g{n} = gemm.async in A{n}, W{n} out Y{n} deps=[la{n}, lw{n}]\n"
+        + f"s{n} = transfer.async(dst=Z{n}, src=Y{n}, deps=[g{n}])\n"
+    )
+
+
+LAYERS = (
+    'include "npm_pro_x1.nem"\ndevice npm_pro_x1\nprogram p:\n'
+    "buffer X : DDR (size=4096, align=64)\nbuffer W : DDR (size=4096, align=64)\n"
+    "buffer Y : DDR (size=4096, align=64)\n"
+    + "".join(f"buffer {b}{n} : L1[0] (size=512, align=64)\n" for n in (1, 2) for b in "awy")
+    + _layer(1, "X")
+    + _layer(2, "Y")
+    + "wait(s2)\n"
+)
+"""Two layers on engine 0, one straight-line phase: each loads its input
+and weights (from W, which nothing writes), computes on the NMU, stores."""
+
+
+@pytest.mark.parametrize("gemm, early", [(100, {"w2"}), (300, set())])
+def test_weights_loaded_ahead_are_early_after_a_compute_no_longer_than_their_load(gemm, early):
+    """`Lifetime.early` (session 41, D-LOW-SHARE): a buffer whose first use
+    loads it from a buffer no transfer writes (w2, not a2: Y is stored),
+    when the previous nest phase computes on the NMUs no longer than that
+    load (by `cycles`; every transfer here takes 200).  w1 has no nest
+    before; without `cycles` nothing is early."""
+    _, prog = _program(LAYERS)
+    found = lifetimes(prog, ["L1[0]"], cycles=lambda t: gemm if t.name == "nem.gemm" else 200)
+    nests = {lt.buffer.buffer_name.data: lt.nests for lt in found}
+    assert nests == {
+        "a1": (0, 0),
+        "w1": (0, 0),
+        "y1": (0, 0),
+        "a2": (1, 1),
+        "w2": (1, 1),
+        "y2": (1, 1),
+    }
+    assert {lt.buffer.buffer_name.data for lt in found if lt.early} == early
+    assert not any(lt.early for lt in lifetimes(prog, ["L1[0]"]))
+
+
+def test_spread_keeps_early_weights_off_the_previous_nests_bytes():
+    """Where the phase cannot be kept apart, an early buffer (w, the next
+    layer's weights) keeps off the buffers of its own and the neighbouring
+    nest phases (y, the previous layer's output: its load would wait for
+    y's store) and may take those of a farther one (z); a buffer not early
+    goes where the plain first fit puts it, on y's bytes."""
+    from nem.analysis.buffer_lifetimes import Lifetime, Plan, spread
+
+    _, prog = _program(PROGRAM)
+    a, b, c = (
+        op for op in prog.walk() if isinstance(op, BufferOp) and op.buffer_name.data in "abc"
+    )
+    y = Lifetime(a, 2 * U, 1, 0, 1, (0, 0), (0, 0))
+    z = Lifetime(b, U, 1, 6, 7, (0, 0), (3, 3))
+    for early, w_at in ((True, 2), (False, 0)):
+        w = Lifetime(c, U, 1, 2, 3, (0, 0), (1, 1), early)
+        items = [y, z, w]
+        packing = pack(items)
+        assert packing is not None and _units(packing) == {"a": 0, "b": 0, "c": 0}
+        (apart,) = spread(Plan(("L1[0]",), tuple(items), (packing,)), {"L1[0]": U}).packings
+        assert _units(apart) == {"a": 0, "b": 2, "c": w_at} and apart.size == 3 * U

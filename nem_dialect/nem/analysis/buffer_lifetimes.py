@@ -25,6 +25,18 @@ lifetimes do not overlap (decision D-LOW-SHARE; the rewrite is
   the new contents' first access after the old ones' last, so a peeled
   tile run just before its loop, on bytes of the loop's slots, held back
   the loop's first iterations.
+* A buffer *loaded ahead* (its first use a transfer into it from a buffer
+  no transfer writes: a layer's weights) is kept, between those two
+  tries, apart from the buffers of its own and the neighbouring *nest
+  phases* on its level (`nest_index`: a straight-line phase cut where a layer's
+  part on that engine ends), when the previous nest phase is a loop, or
+  computes on the NMUs (`Lifetime.early`) for no longer than the buffer
+  takes to load, by the cost model (D-RT-COST): its load then starts
+  while that layer computes instead of after that layer's store out of
+  the same bytes (session 41).  After a straight-line part with no NMU
+  work (a pool, a copy) the DMAs are that part's chain and the early
+  load would queue ahead of its loads; after a longer compute the load
+  hides anyway.
 
 Reuse is only sound when what orders the old contents' last access before
 the new contents' first one is in the program: the pass re-runs the
@@ -33,16 +45,18 @@ ordering of `nem-synthesize-deps` after packing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue, Use
 
 from nem.analysis.capacity import size_and_align
 from nem.analysis.ir_walk import block_ops
+from nem.dialect.attributes import BufferType
 from nem.dialect.expressions import Evaluator
-from nem.dialect.ops import BufferOp, LoopOp, ProgramOp, RegionOp
+from nem.dialect.ops import BufferOp, ComputeOp, LoopOp, MoveOp, ProgramOp, RegionOp, TaskOp
 from nem.dialect.semantics.layout import footprint, layout
+from nem.dialect.semantics.units import eligible_units
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,13 @@ class Lifetime:
     phases: tuple[int, int] = (0, 0)
     """The phases of `first` and `last` (`phase_index`): what `spread` keeps
     apart."""
+    nests: tuple[int, int] = (0, 0)
+    """The nest phases of `first` and `last` on the buffer's level
+    (`nest_index`), read where `early`."""
+    early: bool = False
+    """Loaded ahead after a loop, or after a nest phase computing no longer
+    than the load: `spread` keeps it apart from the buffers of its own and
+    the neighbouring nest phases where the phases cannot be."""
 
     @property
     def level(self) -> str:
@@ -115,19 +136,114 @@ def phase_index(stmts: Sequence[Operation]) -> list[int]:
     return out
 
 
+Cycles = Callable[[TaskOp], int]
+"""A task's estimated duration (D-RT-COST, `FinishTimes.cycles`)."""
+
+
+def _buffer_level(region: RegionOp) -> str:
+    """The level of the buffer `region` is a region of."""
+    t = region.buffer.type
+    assert isinstance(t, BufferType)
+    return t.level.data
+
+
+def _level(value: SSAValue) -> str | None:
+    """The level of the buffer a region operand `value` is a region of."""
+    owner = value.owner
+    return _buffer_level(owner) if type(owner) is RegionOp else None
+
+
+def _moves_out(op: Operation, level: str) -> bool:
+    """`op` is a transfer out of `level` (a nest part's store)."""
+    return isinstance(op, MoveOp) and _level(op.src) == level and _level(op.dst) != level
+
+
+def _uses(op: Operation, level: str) -> bool:
+    """`op` (a top-level statement) uses `level`: a task with a region of
+    it, or a region of it some statement other than a store uses."""
+    if type(op) is RegionOp:
+        if _buffer_level(op) != level:
+            return False
+        return any(not _moves_out(u.operation, level) for u in op.results[0].uses)
+    return isinstance(op, TaskOp) and any(_level(v) == level for v in op.operands)
+
+
+def nest_index(stmts: Sequence[Operation], level: str) -> list[int]:
+    """Each top-level statement's *nest phase* for the buffers of `level`:
+    `phase_index`'s phases, each straight-line one cut where a part of a
+    nest on `level` ends: a statement using `level` (`_uses`) after a
+    transfer out of it starts the next nest phase.  Numbers increase along
+    the program, a loop one of its own."""
+    out = []
+    phase = 0
+    stored = after_loop = False
+    for op in stmts:
+        if type(op) is LoopOp:
+            phase += 1
+            out.append(phase)
+            after_loop, stored = True, False
+            continue
+        if after_loop:
+            phase += 1
+            after_loop = False
+        if _moves_out(op, level):
+            stored = True
+        elif stored and _uses(op, level):
+            phase += 1
+            stored = False
+        out.append(phase)
+    return out
+
+
+def _nest_work(
+    stmts: Sequence[Operation], nest: list[int], level: str, cycles: Cycles
+) -> tuple[dict[int, int], set[int]]:
+    """Per nest phase of `level`, the summed estimated cycles of its
+    top-level NMU computes on `level`; and the nest phases that are loops."""
+    nmu: dict[int, int] = {}
+    loops: set[int] = set()
+    for k, op in enumerate(stmts):
+        if type(op) is LoopOp:
+            loops.add(nest[k])
+        elif (
+            isinstance(op, ComputeOp)
+            and eligible_units(op)[0] == "NMU"
+            and any(_level(v) == level for v in op.operands)
+        ):
+            nmu[nest[k]] = nmu.get(nest[k], 0) + cycles(op)
+    return nmu, loops
+
+
 def lifetimes(
-    program: ProgramOp, levels: Iterable[str], ev: Evaluator | None = None
+    program: ProgramOp,
+    levels: Iterable[str],
+    ev: Evaluator | None = None,
+    cycles: Cycles | None = None,
 ) -> list[Lifetime]:
     """The candidate buffers at `levels` (level names as written: `L1[0]`,
     `L1`, `L2`) with their lifetimes, in declaration order; unused buffers
     are left out (nothing to share).  Linear in the program: the statements
     are numbered once, and the statement holding a nested op is found once
-    per op holding it (a loop's tasks and regions share it)."""
+    per op holding it (a loop's tasks and regions share it).  With
+    `cycles` (the device's cost model), the nest phases and `early` too
+    (one more walk)."""
     ev = ev or Evaluator()
     wanted = set(levels)
     stmts = block_ops(program.block)
     index = {op: k for k, op in enumerate(stmts)}
     phase = phase_index(stmts)
+    nests: dict[str, list[int]] = {}
+    work: dict[str, tuple[dict[int, int], set[int]]] = {}
+    written: set[SSAValue] = set()
+    if cycles is not None:
+        for lv in wanted:
+            nests[lv] = nest_index(stmts, lv)
+            work[lv] = _nest_work(stmts, nests[lv], lv, cycles)
+        written = {
+            op.dst.owner.buffer
+            for op in program.walk()
+            if isinstance(op, MoveOp) and type(op.dst.owner) is RegionOp
+        }
     held: dict[Operation, int] = {}  # a nested op holding ops (a loop) -> its statement
 
     def at(op: Operation) -> int:
@@ -162,8 +278,55 @@ def lifetimes(
             points += [at(v.operation) for v in region.results[0].uses]
         size, align = placed
         first, last = min(points), max(points)
-        out.append(Lifetime(op, size, max(1, align), first, last, (phase[first], phase[last])))
+        level = op.result.type.level.data
+        nest, early = nests.get(level), False
+        if nest is not None and cycles is not None:
+            load = _loaded_ahead(op, uses, at, written, cycles)
+            if load is not None:
+                nmu, loops = work[level]
+                before = nest[first] - 1
+                early = before in loops or 0 < nmu.get(before, 0) <= load
+        out.append(
+            Lifetime(
+                op,
+                size,
+                max(1, align),
+                first,
+                last,
+                (phase[first], phase[last]),
+                (nest[first], nest[last]) if nest is not None else (0, 0),
+                early,
+            )
+        )
     return out
+
+
+def _loaded_ahead(
+    op: BufferOp,
+    uses: Iterable[Use],
+    at: Callable[[Operation], int],
+    written: set[SSAValue],
+    cycles: Cycles,
+) -> int | None:
+    """The estimated cycles of the longest transfer into `op` from a buffer
+    no transfer writes (a constant: weights) among the tasks at its first
+    statement, None when there is none."""
+    tasks = [v.operation for u in uses for v in u.operation.results[0].uses]
+    if not tasks:
+        return None
+    first = min(at(t) for t in tasks)
+    load = None
+    for t in tasks:
+        if (
+            isinstance(t, MoveOp)
+            and type(t.src.owner) is RegionOp
+            and type(t.dst.owner) is RegionOp
+            and t.dst.owner.buffer is op.result
+            and t.src.owner.buffer not in written
+            and at(t) == first
+        ):
+            load = max(load or 0, cycles(t))
+    return load
 
 
 def _lowest(item: Lifetime, busy: Iterable[tuple[int, int]]) -> int:
@@ -184,20 +347,24 @@ def _first_fit(items: list[Lifetime], limit: int | None = None) -> dict[BufferOp
     lifetimes overlap its own (not every placed one: linear in the program
     when lifetimes are short, as the lowering's staging buffers are).
     With `limit`, an item first avoids the buffers of its phases and both
-    neighbouring ones (kept per phase), else of its phases and the next one,
-    each when it then ends by `limit` (`spread`)."""
+    neighbouring ones (kept per phase), else (`Lifetime.early`) of its nest
+    phases and both neighbouring ones, else of its phases and the next one, each
+    when it then ends by `limit` (`spread`)."""
     by_statement: dict[int, list[tuple[int, int]]] = {}
     by_phase: dict[int, list[tuple[int, int]]] = {}
+    by_nest: dict[int, list[tuple[int, int]]] = {}
     offsets: dict[BufferOp, int] = {}
     for k in sorted(range(len(items)), key=lambda k: (-items[k].size, k)):
         item = items[k]
         off = None
         if limit is not None:
             first, last = item.phases
-            for lo in (first - 1, first):  # apart from both neighbours, else the next one
-                apart = _lowest(
-                    item, (iv for p in range(lo, last + 2) for iv in by_phase.get(p, ()))
-                )
+            # apart from both neighbours, else (early) the neighbouring nests, else the next one
+            tries = [(by_phase, first - 1, last + 1), (by_phase, first, last + 1)]
+            if item.early:
+                tries.insert(1, (by_nest, item.nests[0] - 1, item.nests[1] + 1))
+            for kept, lo, hi in tries:
+                apart = _lowest(item, (iv for p in range(lo, hi + 1) for iv in kept.get(p, ())))
                 if apart + item.size <= limit:
                     off = apart
                     break
@@ -212,6 +379,8 @@ def _first_fit(items: list[Lifetime], limit: int | None = None) -> dict[BufferOp
         if limit is not None:
             for p in range(item.phases[0], item.phases[1] + 1):
                 by_phase.setdefault(p, []).append((off, off + item.size))
+            for p in range(item.nests[0], item.nests[1] + 1):
+                by_nest.setdefault(p, []).append((off, off + item.size))
     return offsets
 
 
@@ -271,10 +440,11 @@ class Plan:
     packings: tuple[Packing, ...]
 
 
-def plan(program: ProgramOp, levels: Iterable[str]) -> Plan:
-    """The packings of `levels` (one per level where sharing saves bytes)."""
+def plan(program: ProgramOp, levels: Iterable[str], cycles: Cycles | None = None) -> Plan:
+    """The packings of `levels` (one per level where sharing saves bytes);
+    `cycles`: see `lifetimes`."""
     levels = tuple(levels)
-    return _plan(levels, lifetimes(program, levels))
+    return _plan(levels, lifetimes(program, levels, cycles=cycles))
 
 
 def _plan(levels: tuple[str, ...], found: list[Lifetime]) -> Plan:
@@ -356,14 +526,18 @@ def same_packing(old: Sequence[Lifetime], new: Sequence[Lifetime]) -> bool:
     return _ranked(old) == _ranked(new)
 
 
-def _ranked(items: Sequence[Lifetime]) -> list[tuple[int, int, tuple[int, int]]]:
+def _ranked(
+    items: Sequence[Lifetime],
+) -> list[tuple[int, int, tuple[int, int], tuple[int, int], bool]]:
     """Each lifetime's ends as ranks among all the ends (ties equal), and
-    its phases (`spread` reads them)."""
+    its phases, nest phases and `early` (`spread` reads them)."""
     rank = {e: r for r, e in enumerate(sorted({e for it in items for e in (it.first, it.last)}))}
-    return [(rank[it.first], rank[it.last], it.phases) for it in items]
+    return [(rank[it.first], rank[it.last], it.phases, it.nests, it.early) for it in items]
 
 
-def replan(program: ProgramOp, levels: Iterable[str], old: Plan | None) -> Plan:
+def replan(
+    program: ProgramOp, levels: Iterable[str], old: Plan | None, cycles: Cycles | None = None
+) -> Plan:
     """`plan(program, levels)`, reusing `old`'s packings when its levels are
     `levels` and the program's candidates give the same packing
     (`same_packing`); else computed again.  The lifetimes are always read
@@ -371,8 +545,8 @@ def replan(program: ProgramOp, levels: Iterable[str], old: Plan | None) -> Plan:
     packing."""
     levels = tuple(levels)
     if old is None or old.levels != levels:
-        return plan(program, levels)
-    found = lifetimes(program, levels)
+        return plan(program, levels, cycles)
+    found = lifetimes(program, levels, cycles=cycles)
     if not same_packing(old.lifetimes, found):
         return _plan(levels, found)
     return Plan(levels, tuple(found), old.packings)

@@ -44,7 +44,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from nem.analysis.buffer_lifetimes import Packing, Plan, plan, replan, spread
+from nem.analysis.buffer_lifetimes import Cycles, Packing, Plan, plan, replan, spread
 from nem.analysis.capacity import capacity, level_key
 from nem.analysis.ir_walk import block_ops
 from nem.analysis.race_memos import ShapeMemos
@@ -56,6 +56,7 @@ from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import BufferOp, ProgramOp, RegionOp, programs
 from nem.dialect.semantics.cost import UnitChars
 from nem.dialect.semantics.layout import footprint, layout
+from nem.passes.finish_times import FinishTimes
 from nem.passes.pass_context import report, shape_memos
 
 LEVELS = ("L1", "L2")
@@ -237,7 +238,7 @@ class ShareBuffersPass(ModulePass):
             device = target_device(ctx, prog, self.device, self.include_dirs)
             levels = self.levels(prog, device)
             old = plans.get(prog) if plans else None
-            found = replan(prog, levels, old)
+            found = replan(prog, levels, old, _cycles(device))
             if self.over_capacity_only and (old is None or found.packings is not old.packings):
                 found = _roomy(prog, found, device, _footprints(prog, found))[0]
             arenas: list[SSAValue] = []
@@ -274,7 +275,7 @@ class ShareBuffersPass(ModulePass):
         each level key would span once packed (`packed_footprints`): what
         `nem-compile` asks of the unordered program (D-COMPILE-L1); the plan
         goes to `pack` afterwards."""
-        found = plan(program, self.levels(program, device))
+        found = plan(program, self.levels(program, device), _cycles(device))
         foot = _footprints(program, found)
         if self.over_capacity_only:
             return _roomy(program, found, device, foot)
@@ -374,3 +375,12 @@ def _remark(packing: Packing, arena: BufferOp) -> Diagnostic:
         "(their lifetimes do not overlap, D-LOW-SHARE)",
         SourceLoc.of(arena),
     )
+
+
+def _cycles(device: Device | None) -> Cycles | None:
+    """The device's task cost estimate (`FinishTimes.cycles`, D-RT-COST) for
+    `spread`'s buffers loaded ahead (`Lifetime.early`); None without a
+    device."""
+    if device is None:
+        return None
+    return FinishTimes(device.unit_characteristics, Evaluator()).cycles
