@@ -168,7 +168,7 @@ def child(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default=",".join(light_cnns.NAMES))
+    p.add_argument("--models", type=light_cnns.names, default=",".join(light_cnns.NAMES))
     p.add_argument("--device", default="npm_pro_x1")
     p.add_argument("--iree", type=Path, help="directory of iree-import-onnx and iree-compile")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per model and tool")
@@ -179,7 +179,7 @@ def main() -> None:
         child(args)
         return
     rows = []
-    for name in args.models.split(","):
+    for name in args.models:
         cmd = [sys.executable, __file__, "--one", name, "--device", args.device]
         if args.no_timed:
             cmd.append("--no-timed")

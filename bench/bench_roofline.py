@@ -49,7 +49,7 @@ import resource
 import sys
 
 from nem.compile import CompileError, compile_onnx
-from nem.frontends.onnx import samples
+from nem.frontends.onnx import light_cnns, samples
 from nem.runtime.api import NemInterpreter
 from nem.runtime.roofline import shown, shown_bound
 
@@ -262,7 +262,9 @@ def main() -> None:
     p.add_argument("--device", default="npm_pro_x1")
     p.add_argument("--models", default="mlp,cnn,resblock,transformer")
     p.add_argument("--dtypes", default="f32,f16")
-    p.add_argument("--cnns", default="", help="light CNNs, e.g. squeezenet,resnet50")
+    p.add_argument(
+        "--cnns", type=light_cnns.names, default="", help="light CNNs, e.g. squeezenet,resnet50"
+    )
     p.add_argument(
         "--groups",
         type=int,
@@ -305,9 +307,7 @@ def main() -> None:
         for dtype in args.dtypes.split(",")
     ]
     if args.cnns:
-        from nem.frontends.onnx import light_cnns
-
-        todo += [(name, str(light_cnns.path(name))) for name in args.cnns.split(",")]
+        todo += [(name, str(light_cnns.path(name))) for name in args.cnns]
     for label, model in todo:
         rows.append(
             measure(

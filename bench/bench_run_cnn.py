@@ -118,13 +118,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dir", type=Path, help="directory of the compiled programs")
     p.add_argument("--prepare", action="store_true", help="compile the models into DIR")
-    p.add_argument("--models", default=",".join(light_cnns.NAMES))
+    p.add_argument("--models", type=light_cnns.names, default=",".join(light_cnns.NAMES))
     p.add_argument("--device", default="npm_pro_x1")
     p.add_argument("--mode", choices=("functional", "timed"), default="functional")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per model")
     args = p.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    for name in args.models.split(","):
+    for name in args.models:
         if args.prepare:
             print(prepare(name, args.device, args.dir), flush=True)
             continue

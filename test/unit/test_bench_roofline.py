@@ -35,3 +35,20 @@ def test_per_node_rows_count_the_conv_layers():
     assert layers["farthest"]["group"] in ("node 'conv1' (Conv)", "node 'conv2' (Conv)")
     assert layers["median_ratio"] <= layers["farthest"]["ratio"]
     assert "layers" not in plain
+
+
+def test_an_unknown_light_model_is_a_usage_error_naming_the_set(monkeypatch, capsys):
+    """`--cnns alexnet` (the file is light_bvlc_alexnet.onnx) stopped with
+    "cannot read model" after the samples' rows; now argparse refuses it
+    before any work, listing the names onnx ships (session 41)."""
+    pytest.importorskip("onnx")
+    bench = _bench()
+    monkeypatch.setattr("sys.argv", ["bench_roofline.py", "--models", "", "--cnns", "alexnet"])
+    with pytest.raises(SystemExit) as e:
+        bench.main()
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--cnns: not a light model: alexnet (onnx ships bvlc_alexnet," in err
+    from nem.frontends.onnx import light_cnns
+
+    assert light_cnns.names("squeezenet,,resnet50") == ["squeezenet", "resnet50"]
