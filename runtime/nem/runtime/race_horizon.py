@@ -57,7 +57,7 @@ def _future_vc(
         # the prefix it opens with holds their `done_vc`, tasks included
         vc = join(f.K, run.prefix_vc)
         upto = run.next - run.tpl.n
-        for i, (done_vc, _t) in run.done.items():
+        for i, (done_vc, _t, _chain) in run.done.items():
             if i <= upto:
                 vc = join(vc, done_vc)
     for g in by_run.get(id(run), ()):

@@ -22,7 +22,8 @@ A group's cycles are its busy cycles: the length of the union of its
 tasks' [start, end) intervals (`Busy`), not the window from its first
 start to its last end, which a task with no dependency (a fill issued late
 but ready at cycle 0) stretches over the whole program.  The program's
-cycles are its total, the critical path of the timed schedule.
+cycles are its total, the critical path of the timed schedule; each
+group's `critical` is its share of that path (`nem.runtime.critical_path`).
 
 A task's location may name more ONNX nodes than its group's: nodes the
 compiler fused into it (`fused[...]`, D-BC-NODES).  They are the group's
@@ -59,6 +60,8 @@ from nem.dialect.diagnostics import located_nodes
 from nem.dialect.ops import RegionOp
 from nem.dialect.semantics.cost import Profile, UnitChars, Work, macs_per_cycle
 from nem.dialect.semantics.units import DEVICE_UNITS, UNIT_TYPES
+from nem.runtime import critical_path
+from nem.runtime.critical_path import Link
 from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl
 
 LATENCY = "latency"
@@ -67,6 +70,9 @@ LATENCY = "latency"
 PLOT_GROUPS = 40
 """The bar chart shows at most this many groups (the longest): a picture of
 ResNet-50's 534 would be 19,000 pixels tall."""
+
+CRITICAL_SHOWN = 5
+"""The text names the groups the critical path spends most cycles in, this many."""
 
 BUSY_ENOUGH = 0.5
 """A unit kind binds a group when its utilization is at least this (D-RT-ROOFLINE)."""
@@ -271,10 +277,20 @@ class Tally:
         self.groups, self.group_of = task_groups(cp)
         self.total = Group("program", "program", 0)
         self.units = unit_counts(topology)
+        self.last: Link | None = None  # the chain of the task that ends last
 
-    def add(self, tpl: TaskTpl, utype: str, w: Work, start: int, end: int) -> None:
-        self.groups[self.group_of[tpl.seq_id]].add(utype, w, start, end)
+    def add(
+        self, tpl: TaskTpl, utype: str, w: Work, start: int, end: int, after: Link | None
+    ) -> Link:
+        """Count a task run `[start, end)` on a unit of kind `utype`; `after`:
+        the critical-path chain its start waited for; returns its own."""
+        g = self.group_of[tpl.seq_id]
+        self.groups[g].add(utype, w, start, end)
         self.total.add(utype, w, start, end)
+        link = critical_path.extend(after, g, start, end)
+        if self.last is None or end > self.last.end:
+            self.last = link
+        return link
 
 
 @dataclass
@@ -308,6 +324,7 @@ class Row:
     usable_bound: float = 0.0  # the bound over `Report.usable_units`
     usable_roof: str | None = None
     ideal_bound: float | None = None  # the least work's bound (`ideal_bound`), when asked
+    critical: int = 0  # cycles of the program's critical path in its tasks (`critical_path`)
 
     @property
     def ratio(self) -> float | None:
@@ -337,6 +354,7 @@ class Row:
             "lines": [list(r) for r in self.lines],
             "tasks": self.tasks,
             "cycles": self.cycles,
+            "critical": self.critical,
             "span": list(self.span),
             "bound": round(self.bound, 3),
             "ratio": None if self.ratio is None else round(self.ratio, 4),
@@ -438,6 +456,16 @@ class Report:
         usable = {u: self.usable_units.get(u, n) for u, n in device.items()}
         return usable if any(n < device[u] for u, n in usable.items()) else {}
 
+    def critical_line(self) -> str:
+        """The groups the critical path spends most cycles in, with their
+        share (of the program's cycles, which the path's links add up to)."""
+        most = sorted((r for r in self.groups if r.critical), key=lambda r: -r.critical)
+        total = self.total.critical or 1
+        shares = [
+            f"{r.name} {r.critical} ({r.critical / total:.0%})" for r in most[:CRITICAL_SHOWN]
+        ]
+        return f"critical path: {self.total.critical} cycles: " + ", ".join(shares)
+
     def to_text(self) -> str:
         kinds = self.kinds()
         own = self.fewer_units()
@@ -468,6 +496,8 @@ class Report:
                 line += f"{bound:>10}{ratio:>8}  "
             out.append(f"{line}{r.binds:<9}{util}")
         out += [f"{f} fused into {r.name}" for r in self.groups for f in r.fused]
+        if self.total.critical:
+            out.append(self.critical_line())
         if self.groups and all(r.kind != "node" for r in self.groups):
             # A model compiled to `.nem` (nem-compile's default) has no ONNX
             # nodes: its report is loops and segments, one row when it has
@@ -481,7 +511,9 @@ class Report:
             "of its tasks runs); bound: max over unit kinds of work / (units x throughput), the",
             "device's units, to 3 significant digits; ratio: cycles / the bound shown; roof: the",
             "kind of the bound; binds: the most utilized kind if busy half the cycles, else",
-            "latency; columns: each unit kind's utilization",
+            "latency; columns: each unit kind's utilization; critical path: the cycles of one",
+            f"longest chain of the schedule in each group's tasks, the {CRITICAL_SHOWN} groups with most",
+            "(each group's `critical` in --json)",
         ]
         if own:
             out.append(
@@ -601,8 +633,15 @@ def report(
     ONNX nodes and its pricing, which give rows an `ideal_bound`."""
     units = tally.units
     usable = {u: usable.get(u, 0) for u in units} if usable is not None else dict(units)
-    pairs = [(g, row(g, units, usable=usable)) for g in tally.groups if g.tasks]
+    on_path = critical_path.by_group(tally.last)
+    pairs = []
+    for i, g in enumerate(tally.groups):
+        if g.tasks:
+            r = row(g, units, usable=usable)
+            r.critical = on_path.get(i, 0)
+            pairs.append((g, r))
     total = row(tally.total, units, total_cycles, usable)
+    total.critical = sum(on_path.values())
     if least is not None:
         ideal_bounds(pairs, total, *least)
     return Report(

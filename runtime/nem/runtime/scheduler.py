@@ -80,6 +80,7 @@ from nem.runtime.task_state import (
 )
 
 if TYPE_CHECKING:
+    from nem.runtime.critical_path import Link
     from nem.runtime.roofline import Tally
     from nem.runtime.trace import TraceEntry
 
@@ -152,6 +153,9 @@ class Scheduler:
         self.counts: dict[str, int] = {}
         self.busy: dict[Unit, int] = {}
         self.unit_free: dict[Unit, int] = {}
+        # the critical-path link of the task that ends at each `unit_free`
+        # (with a roofline tally, D-RT-ROOFLINE; `nem.runtime.critical_path`)
+        self.unit_chain: dict[Unit, Link] = {}
         self.rr: dict[tuple[Unit, int], int] = {}
         self.loop_max_active: dict[int, int] = {}  # by the loop's line
         # `_effect`: bound data effects by task and regions
@@ -265,13 +269,17 @@ class Scheduler:
         run.end_vc = join(run.end_vc, frame.K)
         if frame.time > run.end_time:
             run.end_time = frame.time
+            run.end_chain = frame.chain
         if run.streams_left == 0 and not LOOP_END.drains:
-            self._resume_after_loop(run, run.end_vc, run.end_time)
+            self._resume_after_loop(run, run.end_vc, run.end_time, run.end_chain)
 
-    def _resume_after_loop(self, run: LoopRun, vc: VectorClock, time: int) -> None:
+    def _resume_after_loop(
+        self, run: LoopRun, vc: VectorClock, time: int, chain: Link | None
+    ) -> None:
         parent = run.frame
         parent.K = join(parent.K, vc)
-        parent.time = max(parent.time, time)
+        if time > parent.time:
+            parent.time, parent.chain = time, chain
         parent.loop = None
         self.runnable.append(parent)
 
@@ -310,12 +318,14 @@ class Scheduler:
     def _unblock(self, frame: Frame, toks: list[Token]) -> None:
         K = frame.K
         t = frame.time
+        chain = frame.chain
         for tok in toks:
             K = join(K, tok.vc)
             if tok.end > t:
-                t = tok.end
+                t, chain = tok.end, tok.chain
         frame.K = K
         frame.time = t
+        frame.chain = chain
         frame.blocked = None
 
     def _open_iterations(self, run: LoopRun) -> None:
@@ -327,16 +337,18 @@ class Scheduler:
             run.next += 1
             if names is None:
                 names = parent.names + (tpl.var,)
+            later = run.prefix_time > parent.time
             f = Frame(
                 tpl.body,
                 parent,
                 parent.iv + (i,),
                 names,
                 join(parent.K, run.prefix_vc),
-                max(parent.time, run.prefix_time),
+                run.prefix_time if later else parent.time,
                 run,
                 i,
                 parent.ords + (i - run.lo,),
+                run.prefix_chain if later else parent.chain,
             )
             if run.next > run.hi:
                 run.last_open_vc = f.K
@@ -358,21 +370,21 @@ class Scheduler:
             return
         run.active -= 1
         assert frame.index is not None  # an iteration's stream
-        run.done[frame.index] = (frame.done_vc, frame.done_time)
+        run.done[frame.index] = (frame.done_vc, frame.done_time, frame.done_chain)
         while run.window in run.done:
-            vc, t = run.done.pop(run.window)
+            vc, t, chain = run.done.pop(run.window)
             run.prefix_vc = join(run.prefix_vc, vc)
             if t > run.prefix_time:
-                run.prefix_time = t
+                run.prefix_time, run.prefix_chain = t, chain
             run.window += 1
         if run.window > run.hi:  # every iteration completed: the loop is done
             parent = run.frame
             if parent.looprun is not None:
                 parent.done_vc = join(parent.done_vc, run.prefix_vc)
             if run.prefix_time > parent.done_time:
-                parent.done_time = run.prefix_time
+                parent.done_time, parent.done_chain = run.prefix_time, run.prefix_chain
             if LOOP_END.drains:
-                self._resume_after_loop(run, run.prefix_vc, run.prefix_time)
+                self._resume_after_loop(run, run.prefix_vc, run.prefix_time, run.prefix_chain)
             parent.live -= 1
             if parent.live == 0 and parent.finished:
                 self._frame_done(parent)
@@ -384,6 +396,7 @@ class Scheduler:
         self.seq += 1
         t = TaskInst(tpl, frame, self.seq)
         t.issue_time = frame.time
+        t.chain = frame.chain
         t.kvc = frame.K
         env_up = self._lookup
         regions: list[RegionInst] = []
@@ -441,6 +454,7 @@ class Scheduler:
         for d in deps:
             if d.end > rt:
                 rt = d.end
+                t.chain = d.chain
         t.ready_time = rt
         if self.policy == "source" and not self.timed and self.choose is None:
             heapq.heappush(self.ready_heap, (t.seq, t))
@@ -539,6 +553,8 @@ class Scheduler:
             lst.remove(best)
             best.unit = bu
             best.start = bk[0]
+            if best.start > best.ready_time:  # it waited for its unit
+                best.chain = self.unit_chain.get(bu)
             self._chosen = best
             return best
         if self.choose is not None:
@@ -642,7 +658,8 @@ class Scheduler:
             if t.end > self.total_cycles:
                 self.total_cycles = t.end
             if self.roofline is not None:
-                self.roofline.add(tpl, unit[1], work, t.start, t.end)
+                t.chain = self.roofline.add(tpl, unit[1], work, t.start, t.end, t.chain)
+                self.unit_chain[unit] = t.chain
         else:
             t.start = self.steps
             t.end = self.steps
@@ -707,6 +724,7 @@ class Scheduler:
         tok.done = True
         tok.vc = t.vc
         tok.end = t.end
+        tok.chain = t.chain
         name = t.tpl.label
         self.satisfied[name] = self.satisfied.get(name, 0) + 1
         del self.live[t.seq]
@@ -714,7 +732,7 @@ class Scheduler:
         if self.race is not None and f.looprun is not None:  # _frame_done reads it
             f.done_vc = join(f.done_vc, t.vc)
         if t.end > f.done_time:
-            f.done_time = t.end
+            f.done_time, f.done_chain = t.end, t.chain
         waiters = tok.waiters
         if waiters:
             tok.waiters = None

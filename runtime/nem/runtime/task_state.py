@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from nem.runtime.memory import RegionInst
 
 if TYPE_CHECKING:
+    from nem.runtime.critical_path import Link
     from nem.runtime.engine import Instr, LoopTpl, TaskTpl
 
 VectorClock = dict[int, int]
@@ -44,6 +45,8 @@ class Frame:
         "done_time",
         "ords",
         "label",
+        "chain",
+        "done_chain",
     )
     # slot of an SSA value (`CompiledProgram.values`) -> its Token or
     # RegionInst, which the compiled program's references tell apart;
@@ -52,6 +55,10 @@ class Frame:
     depth: int
     blocked: list[Token] | None  # tokens waited on
     loop: LoopRun | None  # the LoopRun whose streams this stream waits for
+    # the critical-path links that end at `time` and `done_time` (timed mode
+    # with a roofline tally, `nem.runtime.critical_path`; else None)
+    chain: Link | None
+    done_chain: Link | None
 
     def __init__(
         self,
@@ -64,6 +71,7 @@ class Frame:
         looprun: LoopRun | None = None,
         index: int | None = None,
         ords: tuple[int, ...] = (),
+        chain: Link | None = None,
     ) -> None:
         self.body = body
         self.pc = 0
@@ -84,6 +92,7 @@ class Frame:
         self.done_vc = EMPTY
         self.done_time = time
         self.label: str | None = None
+        self.chain = self.done_chain = chain
 
     def iteration(self) -> str:
         """`i=2, j=0` (built once: every task of the stream's trace entry names it)."""
@@ -112,9 +121,14 @@ class LoopRun:
         "end_vc",
         "end_time",
         "last_open_vc",
+        "prefix_chain",
+        "end_chain",
     )
-    done: dict[int, tuple[VectorClock, int]]  # completed iteration -> (done_vc, done_time)
+    # completed iteration -> (done_vc, done_time, done_chain)
+    done: dict[int, tuple[VectorClock, int, Link | None]]
     last_open_vc: VectorClock | None
+    prefix_chain: Link | None  # the critical-path links ending at `prefix_time`, `end_time`
+    end_chain: Link | None
 
     def __init__(self, tpl: LoopTpl, frame: Frame, lo: int, hi: int) -> None:
         self.tpl = tpl
@@ -132,11 +146,13 @@ class LoopRun:
         self.end_vc = EMPTY  # what the ended streams know (LOOP_END)
         self.end_time = frame.time
         self.last_open_vc = None  # what the last iteration knew when it opened
+        self.prefix_chain = self.end_chain = frame.chain
 
 
 class Token:
-    __slots__ = ("task", "done", "vc", "end", "waiters", "consumed", "tpl")
+    __slots__ = ("task", "done", "vc", "end", "waiters", "consumed", "tpl", "chain")
     tpl: TaskTpl | None
+    chain: Link | None  # its task's critical-path link, once it completed
     waiters: list[Frame | TaskInst] | None  # streams and tasks blocked on it
 
     def __init__(self, task: TaskInst | None = None) -> None:
@@ -147,6 +163,7 @@ class Token:
         self.end = 0
         self.waiters = None
         self.consumed = False
+        self.chain = None
 
 
 Unit = tuple[int, str, int]
@@ -172,6 +189,7 @@ class TaskInst:
         "engine",
         "unit",
         "issue_time",
+        "chain",
     )
     # set when the task is issued (`Scheduler._issue`); `deps` and `token`
     # are cleared when it completes, `unit` and `engine` set when it is placed
@@ -183,6 +201,9 @@ class TaskInst:
     ready_time: int
     engine: int | None
     unit: Unit | None
+    # the critical-path link ending at its issue time, then at its ready
+    # time, then at its start (`Scheduler`), then its own once it ran
+    chain: Link | None
 
     def __init__(self, tpl: TaskTpl, frame: Frame, seq: int) -> None:
         self.tpl = tpl
