@@ -93,6 +93,7 @@ def conv_layers(rep) -> dict:
         "within_2x_ideal": sum(r <= 2.0 for r in ideal),
         "median_ideal_ratio": ideal[len(ideal) // 2] if ideal else None,
         "conv_cycles": sum(g.cycles for g in convs),
+        "over_2x_critical": sum(g.critical for g in convs if g.ratio > 2.0),
         "farthest": {"group": convs[-1].name, "ratio": convs[-1].ratio},
     }
 
@@ -149,7 +150,13 @@ def measure(
         "binds": rep.total.binds,
         "groups": len(rep.groups),
         "farthest": [
-            {"group": g.name, "cycles": g.cycles, "bound": round(g.bound, 3), "binds": g.binds}
+            {
+                "group": g.name,
+                "cycles": g.cycles,
+                "critical": g.critical,
+                "bound": round(g.bound, 3),
+                "binds": g.binds,
+            }
             for g in worst
         ],
     }
@@ -240,7 +247,8 @@ def show(row: dict) -> None:
         print(
             f"{'':<4}{layers['convs']} Conv layers: {layers['within_2x']} within 2x of their "
             f"bound, median ratio {layers['median_ratio']:.2f}, {layers['conv_cycles']} cycles; "
-            f"farthest {far['group']} at {far['ratio']:.2f}"
+            f"farthest {far['group']} at {far['ratio']:.2f}; those over 2x: "
+            f"{layers['over_2x_critical']} cycles of the critical path"
         )
         if layers["median_ideal_ratio"] is not None:
             print(
@@ -252,7 +260,7 @@ def show(row: dict) -> None:
     for g in row["farthest"]:
         print(
             f"{'':<4}{g['group']:<40}{g['cycles']:>10} cycles, bound {shown_bound(g['bound'])}, "
-            f"binds {g['binds']}"
+            f"binds {g['binds']}, {g['critical']} on the critical path"
         )
     sys.stdout.flush()
 
@@ -260,8 +268,8 @@ def show(row: dict) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="npm_pro_x1")
-    p.add_argument("--models", default="mlp,cnn,resblock,transformer")
-    p.add_argument("--dtypes", default="f32,f16")
+    p.add_argument("--models", type=samples.model_names, default="mlp,cnn,resblock,transformer")
+    p.add_argument("--dtypes", type=samples.dtype_names, default="f32,f16")
     p.add_argument(
         "--cnns", type=light_cnns.names, default="", help="light CNNs, e.g. squeezenet,resnet50"
     )
@@ -303,8 +311,8 @@ def main() -> None:
     rows = []
     todo = [
         (f"{name} {dtype}", samples.MODELS[name](dtype))
-        for name in filter(None, args.models.split(","))
-        for dtype in args.dtypes.split(",")
+        for name in args.models
+        for dtype in args.dtypes
     ]
     if args.cnns:
         todo += [(name, str(light_cnns.path(name))) for name in args.cnns]

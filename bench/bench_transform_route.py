@@ -60,11 +60,11 @@ def bench_model(label: str, model, device: str) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="npm_pro_x1")
-    p.add_argument("--models", default="mlp,cnn")
-    p.add_argument("--dtypes", default="f32,f16")
+    p.add_argument("--models", type=samples.model_names, default="mlp,cnn")
+    p.add_argument("--dtypes", type=samples.dtype_names, default="f32,f16")
     args = p.parse_args()
-    for name in args.models.split(","):
-        for dtype in args.dtypes.split(","):
+    for name in args.models:
+        for dtype in args.dtypes:
             bench_model(f"{name} {dtype}", samples.MODELS[name](dtype), args.device)
 
 

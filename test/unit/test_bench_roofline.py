@@ -35,6 +35,9 @@ def test_per_node_rows_count_the_conv_layers():
     assert layers["farthest"]["group"] in ("node 'conv1' (Conv)", "node 'conv2' (Conv)")
     assert layers["median_ratio"] <= layers["farthest"]["ratio"]
     assert "layers" not in plain
+    # the convolutions over 2x hold a part of the critical path (D-RT-ROOFLINE, session 42)
+    assert 0 <= layers["over_2x_critical"] <= row["cycles"]
+    assert all(0 <= g["critical"] <= g["cycles"] for g in row["farthest"])
 
 
 def test_an_unknown_light_model_is_a_usage_error_naming_the_set(monkeypatch, capsys):
@@ -52,3 +55,25 @@ def test_an_unknown_light_model_is_a_usage_error_naming_the_set(monkeypatch, cap
     from nem.frontends.onnx import light_cnns
 
     assert light_cnns.names("squeezenet,,resnet50") == ["squeezenet", "resnet50"]
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--models", "cnn_f32", "--models: not a sample model: cnn_f32 (the samples are mlp, cnn,"),
+        ("--dtypes", "f64", "--dtypes: not a sample dtype: f64 (the samples come in f32, f16)"),
+    ],
+)
+def test_an_unknown_sample_is_a_usage_error_naming_the_set(
+    flag, value, message, monkeypatch, capsys
+):
+    """`--models cnn_f32` stopped with a KeyError traceback (session 42):
+    argparse refuses it with the names the samples have."""
+    pytest.importorskip("onnx")
+    bench = _bench()
+    monkeypatch.setattr("sys.argv", ["bench_roofline.py", flag, value])
+    with pytest.raises(SystemExit) as e:
+        bench.main()
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -10,11 +10,12 @@ model added to or dropped from the set changes in one place.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 import onnx
+
+from nem.frontends.onnx import samples
 
 NAMES = (
     "bvlc_alexnet",
@@ -39,18 +40,8 @@ def directory() -> Path:
     return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 
-def names(text: str) -> list[str]:
-    """The comma-separated names of a bench's flag (`--cnns`, `--models`),
-    each one of `NAMES`: an unknown one is a usage error naming the set
-    (`--cnns alexnet` said "cannot read model" for a file that is
-    `light_bvlc_alexnet.onnx`, session 41)."""
-    got = [n for n in text.split(",") if n]
-    unknown = [n for n in got if n not in NAMES]
-    if unknown:
-        raise argparse.ArgumentTypeError(
-            f"not a light model: {', '.join(unknown)} (onnx ships {', '.join(NAMES)})"
-        )
-    return got
+names = samples.listed(NAMES, "a light model", "onnx ships")
+"""`--cnns`/`--models` of the benches that run the light CNNs (`samples.listed`)."""
 
 
 def path(name: str) -> Path:

@@ -231,6 +231,32 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
 }
 
 
+def listed(known: Sequence[str], what: str, source: str) -> Callable[[str], list[str]]:
+    """The argparse type of a bench flag naming some of `known`, comma-separated
+    (`--models mlp,cnn`, `--dtypes f32`, `--cnns squeezenet`): an unknown name
+    is a usage error that names the set (`--cnns alexnet` said "cannot read
+    model" for a file that is `light_bvlc_alexnet.onnx`, session 41; `--models
+    cnn_f32` stopped with a KeyError traceback, session 42)."""
+
+    def names(text: str) -> list[str]:
+        got = [n for n in text.split(",") if n]
+        unknown = [n for n in got if n not in known]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"not {what}: {', '.join(unknown)} ({source} {', '.join(known)})"
+            )
+        return got
+
+    return names
+
+
+model_names = listed(list(MODELS), "a sample model", "the samples are")
+"""`--models` of the benches that compile the samples."""
+
+dtype_names = listed(list(DTYPES), "a sample dtype", "the samples come in")
+"""`--dtypes` of the same benches."""
+
+
 def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     """Uniform [-1, 1) inputs for every graph input that is not an initializer."""
     rng = np.random.default_rng(seed)
