@@ -300,7 +300,7 @@ class _BodyReader(TableReader):
         self.n_ops += 1
         op = handler(at, code)
         if loc is not None:
-            op.__dict__["location"] = loc
+            op.location = loc
         return op
 
     def _literal(self, at: int, code: int) -> Operation:
