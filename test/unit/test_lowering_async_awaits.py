@@ -4,7 +4,8 @@ item 1), the loops around it marked structural.
 
 The differential test across that rewrite: `lower-to-nem` prints the same
 `.nem` and the same remarks or errors with the pass as without it (the
-conversion checked and dropped token awaits itself, `async_ops.lower_await`)
+conversion checked and dropped token awaits itself, `async_ops.lower_await`;
+since D-LOW-ASYNC-INLINE, `nem-inline-async-executes` does, after it)
 on every input the pass changes: the lowering's lit inputs and the async
 sweep's programs (its fixed cases and random draws); on every other input
 the pass leaves the module as it is, so the output cannot change.  And the

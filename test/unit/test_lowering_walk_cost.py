@@ -119,7 +119,7 @@ def test_lower_to_nem_prepares_its_input_once():
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
 
     steps = LowerToNemPass(entry="f").pipeline()
-    assert [p.name for p in steps[:15]] == [
+    assert [p.name for p in steps[:16]] == [
         "nem-raise-scf-for",
         "nem-drop-dead-arith",
         "nem-check-input-ranges",
@@ -134,9 +134,10 @@ def test_lower_to_nem_prepares_its_input_once():
         "nem-declare-allocations",
         "nem-mark-tile-loops",
         "nem-fold-index-arith",
+        "nem-inline-async-executes",
         "convert-affine-to-nem",
     ]
     # the module-wide scf raise has no entry; every other step gets the pipeline's
-    assert [getattr(p, "entry", None) for p in steps[:15]] == [None] + ["f"] * 14
+    assert [getattr(p, "entry", None) for p in steps[:16]] == [None] + ["f"] * 15
     assert not [p for p in steps if isinstance(p, ConvertAffineToNemPass) and p.prepare]
     assert ConvertAffineToNemPass().prepare

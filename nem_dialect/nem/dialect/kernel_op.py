@@ -43,6 +43,7 @@ from xdsl.traits import IsolatedFromAbove, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
 from nem.dialect.buffer_op import BufferOp
+from nem.dialect.scope_op import ScopeOp, ScopeYieldOp
 from nem.dialect.view_op import ViewOp
 
 
@@ -120,6 +121,6 @@ def region_type(v: SSAValue) -> MemRefType:
     return MemRefType(t.element_type, t.get_shape(), NoneAttr(), NoneAttr())
 
 
-NEM_LOWERING = Dialect("nem_lowering", [KernelOp, ViewOp, BufferOp], [])
-"""The lowering's own ops (the kernel, `view_op.ViewOp` and `buffer_op.BufferOp`), registered
-with the MLIR input dialects."""
+NEM_LOWERING = Dialect("nem_lowering", [KernelOp, ViewOp, BufferOp, ScopeOp, ScopeYieldOp], [])
+"""The lowering's own ops (the kernel, `view_op.ViewOp`, `buffer_op.BufferOp` and
+`scope_op.ScopeOp` with its yield), registered with the MLIR input dialects."""

@@ -22,6 +22,7 @@ def _passes() -> dict[str, type[ModulePass]]:
     from nem.passes.forward_fills import ForwardZeroFillsPass
     from nem.passes.jam_engine_loops import JamEngineLoopsPass
     from nem.passes.lowering.async_awaits import DropTokenAwaitsPass
+    from nem.passes.lowering.async_executes import InlineAsyncExecutesPass
     from nem.passes.lowering.async_groups import DropAsyncGroupsPass
     from nem.passes.lowering.declare_allocations import DeclareAllocationsPass
     from nem.passes.lowering.declare_buffers import DeclareBuffersPass
@@ -63,6 +64,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 DeclareAllocationsPass,
                 MarkTileLoopsPass,
                 FoldIndexArithPass,
+                InlineAsyncExecutesPass,
                 ConvertAffineToNemPass,
                 LowerToNemPass,
                 ForwardZeroFillsPass,

@@ -50,7 +50,7 @@ def accumulator(ctx: LoweringContext, op: Operation, yv: View, shape: list[int])
         return Accumulator(tv, tv.base, (0, shape[1]))
     row0, rows = (int(v) for v in band.get_values())
     whole = [shape[0], rows, *shape[2:]]
-    context = ctx.executes[-1] if ctx.executes else None
+    context = ctx.task_scopes[-1] if ctx.task_scopes else None
     key = (yv.buffer, yv.level.data, tuple(whole), yv.elem, context)
     found = ctx.bands.get(key)
     if row0 == 0 or found is None or not ctx.is_declared(found.view.buffer):

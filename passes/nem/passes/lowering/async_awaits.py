@@ -18,7 +18,7 @@ the conversion, which reports it as it did (a token carried out of a pure
 nest: the loop is rejected with the await as its reason, D-LOW-CARRIED; a
 token-typed function argument: the function is).  An
 await of an `!async.value` stays: its result is the payload's alias, which
-the conversion binds (`async_ops.lower_await`).
+`nem-inline-async-executes` forwards (D-LOW-ASYNC-INLINE).
 
 A loop holding an await is a loop that holds async work: the conversion
 makes it a NEM loop, never one compute task (`structure.is_structural`).

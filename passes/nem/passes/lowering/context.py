@@ -292,10 +292,10 @@ class LoweringContext:
         """The pipelined loops being lowered (re-rolled, D-LOW-PIPE, or tile
         loops, D-LOW-PIPE-BODY), innermost last: each one's variable and the
         slots of the buffers its body declares (its window)."""
-        self.executes: list[Operation] = []
-        """The `async.execute`s being lowered, innermost last."""
-        self.async_values: set[SSAValue] = set()
-        """Tokens, values and groups of async ops lowered so far."""
+        self.task_scopes: list[Operation] = []
+        """The `nem_lowering.scope`s being lowered, innermost last: their tasks
+        may run concurrently with the others, and share no scratch buffer
+        with them (`staging.scratch`, D-LOW-ASYNC-INLINE)."""
         self.legality = TaskLegality(catalog, device, options.device)
         """Whether a task has a variant on the target (`staging.illegal`, D-LOW-OUTLINE)."""
         self.scratch: dict[tuple[object, ...], View] = {}

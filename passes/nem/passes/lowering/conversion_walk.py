@@ -83,10 +83,11 @@ class ConversionWalk:
     With `all_index_values` (`nem-mark-tile-loops`), the walk binds every
     index value the conversion binds in those scopes: `arith` index
     arithmetic (`index_ops.index_binop`), `affine.min`/`max`
-    (`index_ops.minmax_value`), async `index` payloads (`async_ops`); and
+    (`index_ops.minmax_value`), async `index` payloads (as
+    `nem-inline-async-executes` forwards them, D-LOW-ASYNC-INLINE); and
     it follows the conversion into the scopes it lowers in place besides:
     `async.execute` bodies, the bodies of loops carrying only tokens
-    (`loops.carried_tokens`); and it follows each copy the conversion
+    (`nem-inline-async-executes` drops them); and it follows each copy the conversion
     lowers of a loop that may be peeled or is a re-rolled pipeline
     (`loops.partial_of`: the full tiles with the loop's variable over
     their count, then the peeled last one with its constant value, or a
@@ -178,8 +179,8 @@ class ConversionWalk:
             self.tile_loops[o] = None
 
     def _execute(self, op: asy.ExecuteOp, env: dict[SSAValue, Aff]) -> None:
-        """`async_ops.lower_execute`: the body in place, its arguments and
-        results the `index` payloads they carry."""
+        """An execute's body in place (`nem-inline-async-executes`' scope),
+        its arguments and results the `index` payloads they carry."""
         body = op.body_region.block
         for v, arg in zip(op.body_operands, body.args):
             _payload(env, v, arg)
@@ -191,7 +192,7 @@ class ConversionWalk:
     def _carries_no_index_value(self, loop: affine.ForOp) -> bool:
         """Whether `loop` carries nothing, or (with `all_index_values`) only
         `!async.token`s, which stand for completed work and bind no index
-        value (`loops.carried_tokens`; a loop carrying anything else is
+        value (`nem-inline-async-executes` drops them; a loop carrying anything else is
         rejected or a nest)."""
         if self.all_index_values:
             return all(isinstance(r.type, asy.TokenType) for r in loop.results)
@@ -230,7 +231,7 @@ class ConversionWalk:
 
 
 def _payload(env: dict[SSAValue, Aff], v: SSAValue, to: SSAValue) -> None:
-    """`to` carries `v`'s index value, as `async_ops` binds a payload (an
+    """`to` carries `v`'s index value, as `nem-inline-async-executes` forwards a payload (an
     execute's result, body argument, an await's result; a memref's view is
     no index value)."""
     if v in env:

@@ -9,7 +9,7 @@ lowering context (`LoweringContext`, the state of the run) and the state of
 the NEM block being filled (`BlockState`: where to build, which DMA tags are
 pending, which ops were lowered with another one).  Handlers build
 NEM IR with `nem.dialect.builder` at the block's insertion point; nested
-regions (loop bodies, `async.execute` bodies) are lowered by calling back
+regions (loop bodies, `nem_lowering.scope` bodies) are lowered by calling back
 `lower_ops`.  Tasks are emitted without dependencies and waits:
 `nem-synthesize-deps` adds them afterwards from the happens-before model.
 A new construct is one handler function and one table entry.

@@ -95,8 +95,9 @@ def _evaluated(v: SSAValue) -> bool:
     """Whether the conversion evaluates `v` where it lowers its users: a
     loop variable, index arithmetic (rejected there if not affine), or an
     async `index` payload (an await's result, an execute's body argument),
-    which `async_ops` binds to the yielded value or rejects, at the await or
-    execute, before any user."""
+    which `nem-inline-async-executes` makes the yielded value (the scope's
+    result) or rejects, at the await or execute, before any user
+    (D-LOW-ASYNC-INLINE)."""
     if isinstance(v, BlockArgument):
         return isinstance(v.block.parent_op(), affine.ForOp | asy.ExecuteOp)
     return isinstance(v.owner, _EVALUATED)

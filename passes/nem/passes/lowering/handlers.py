@@ -6,12 +6,13 @@ listed here is lowered by its base's handler (`Lowerer.handler_of`)."""
 from __future__ import annotations
 
 from xdsl.dialects import affine, scf
+from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Operation
 
 from nem.dialect.kernel_op import KernelOp
+from nem.dialect.scope_op import ScopeOp
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.passes.lowering import (
-    async_ops,
     compute,
     index_ops,
     loops,
@@ -42,6 +43,25 @@ def lower_execute_region(lw: Lowering, op: scf.ExecuteRegionOp, st: BlockState) 
         reject_control_flow(lw, op, st)
 
 
+def lower_scope(lw: Lowering, op: ScopeOp, st: BlockState) -> None:
+    """The scope's tasks at its place, with scratch buffers of their own
+    (`staging.scratch`): they may run concurrently with the others, as the
+    `async.execute` it was (D-LOW-ASYNC-INLINE).  Its results are the views
+    (memrefs) and affine values (indices) it yields."""
+    ctx = lw.ctx
+    ctx.task_scopes.append(op)
+    try:
+        lw.lower_block(op.body.block, st.builder)
+    finally:
+        ctx.task_scopes.pop()
+    yielded = op.yielded
+    for r, v in zip(op.results, yielded.operands):
+        if isinstance(v.type, MemRefType) and r.uses:
+            ctx.views[r] = ctx.view(v, yielded)
+        elif isinstance(v.type, IndexType) and r.uses:
+            ctx.env[r] = ctx.index(v, yielded)
+
+
 def _control_flow_ops() -> list[type[Operation]]:
     from xdsl.dialects import cf
 
@@ -55,7 +75,6 @@ HANDLERS: dict[type[Operation], Handler] = {
     **memory_ops.HANDLERS,
     **memref_views.HANDLERS,
     **loops.HANDLERS,
-    **async_ops.HANDLERS,
     # xDSL's linalg ops, and linalg.softmax, which xDSL lacks; the contractions
     # NEM's contexts parse in place of xDSL's (as upstream builds them,
     # `linalg_named.UPSTREAM_CONTRACTIONS`) subclass them, and so do the
@@ -66,5 +85,6 @@ HANDLERS: dict[type[Operation], Handler] = {
     **scf_loops.HANDLERS,
     scf.ExecuteRegionOp: lower_execute_region,
     KernelOp: outline_kernels.lower_kernel,  # D-LOW-OUTLINE
+    ScopeOp: lower_scope,  # D-LOW-ASYNC-INLINE
 }
 """The lowering of every op class the conversion takes."""

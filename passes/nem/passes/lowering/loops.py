@@ -1,8 +1,8 @@
 """Handlers of `affine.for`: NEM loops (D-LOW-LOOP), peeled partial tiles
 (D-LOW-PEEL), loops under a window (`nem.max_in_flight`, which
 `nem-reroll-pipelines` gives the software pipelines it re-rolls, D-LOW-PIPE;
-tile loops with `pipeline-tiles`, D-LOW-PIPE-BODY), loop-carried
-tokens (D-LOW-ASYNC).  A loop that moves data, allocates or holds async
+tile loops with `pipeline-tiles`, D-LOW-PIPE-BODY); loop-carried
+tokens are gone before (D-LOW-ASYNC-INLINE).  A loop that moves data, allocates or holds async
 work becomes a NEM loop; a loop over tiles of raisable point nests too
 (D-LOW-TILES); any other nest is one compute task (`compute.lower_nest`)."""
 
@@ -139,7 +139,7 @@ def marked_window(op: affine.ForOp) -> int | None:
 def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
     ctx = lw.ctx
     lb, step, trip = loop_bounds(op, ctx.affine)
-    carried_tokens(lw, op)
+    carried_values(op)
     rerolled = is_rerolled(op)
     tail = last_iteration(op) if rerolled else None
     if trip == 0 and tail is None:
@@ -237,13 +237,13 @@ def full_tile_count(trip: int, partial: Operation | None, tail: Operation | None
     return trip if partial is None or tail is not None else max(trip - 1, 0)
 
 
-def carried_tokens(lw: Lowering, op: affine.ForOp) -> None:
-    """Loop-carried `!async.token`s (`iter_args`) stand for completed work:
-    what they order is data, which `nem-synthesize-deps` orders
-    (D-LOW-ASYNC); other loop-carried values are rejected in a loop that
-    moves data."""
-    ctx = lw.ctx
-    for init, arg, res in zip(op.inits, op.body.block.args[1:], op.results):
+def carried_values(op: affine.ForOp) -> None:
+    """NEM loops carry no values: a loop-carried value (`iter_args`) in a
+    loop that moves data is rejected.  The `!async.token`s such a loop
+    carried, which stand for completed work, are gone before the
+    conversion (`nem-inline-async-executes`, D-LOW-ASYNC-INLINE); one left
+    is in a loop rejected for another value."""
+    for arg in op.body.block.args[1:]:
         if not isinstance(arg.type, asy.TokenType):
             raise reject(
                 op,
@@ -251,13 +251,6 @@ def carried_tokens(lw: Lowering, op: affine.ForOp) -> None:
                 "loop that moves data (NEM loops carry no values)",
                 "carry only !async.token, or keep the reduction inside a compute loop nest",
             )
-        if init not in ctx.async_values:
-            raise reject(
-                op,
-                "the initial value of this loop-carried token does not come "
-                "from a lowered async op",
-            )
-        ctx.async_values.update((arg, res))
 
 
 def peeled(

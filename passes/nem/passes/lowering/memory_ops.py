@@ -17,7 +17,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.buffer_op import BufferOp as DeclaredBuffer
 from nem.dialect.ops import BufferOp
-from nem.frontends.upstream_dialects import async_dialect as asy
+from nem.dialect.scope_op import ScopeYieldOp
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
     AffineDmaWaitOp,
@@ -310,7 +310,7 @@ HANDLERS: dict[type[Operation], Handler] = {
         for cls in (
             affine.YieldOp,
             func.ReturnOp,
-            asy.YieldOp,
+            ScopeYieldOp,  # its scope's handler binds its results (`handlers.lower_scope`)
         )
     },
 }

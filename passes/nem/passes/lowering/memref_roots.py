@@ -13,7 +13,8 @@ value is a view of (a `memref.alloc`/`alloca` result, a function argument,
 or a `memref.get_global` symbol: two `get_global`s of one symbol are one
 buffer, as is the `nem_lowering.buffer` that `nem-declare-buffers` makes of them), followed through the ops that make views (subview, view,
 collapse/expand_shape, cast, the `nem_lowering.view` that
-`nem-rewrite-views` makes of the last three, and the `async` payloads); the element type and
+`nem-rewrite-views` makes of the last three, and the `async` payloads,
+or the `nem_lowering.scope` results `nem-inline-async-executes` makes of them); the element type and
 shape are the value's type's.  One value has one root even where the
 conversion lowers its op twice (a peeled iteration reuses its loop's
 buffers, D-LOW-PEEL).
@@ -36,6 +37,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from nem.dialect.buffer_op import BufferOp
+from nem.dialect.scope_op import ScopeYieldOp
 from nem.dialect.view_op import ViewOp
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects.dma import (
@@ -153,3 +155,8 @@ class MemrefRoots:
                     self._flow(r, v)
         elif isinstance(op, asy.AwaitOp) and op.result is not None:
             self._flow(op.result, op.operand)
+        elif isinstance(op, ScopeYieldOp):  # nem-inline-async-executes' (D-LOW-ASYNC-INLINE)
+            scope = op.parent_op()
+            assert scope is not None
+            for r, v in zip(scope.results, op.operands):
+                self._flow(r, v)

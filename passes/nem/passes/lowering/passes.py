@@ -27,6 +27,9 @@
                                                     keeps around raised tiles marked)
         nem-fold-index-arith{entry=F}              (D-LOW-AFFINE: arith index arithmetic ->
                                                     affine.apply, maps composed, tile loops too)
+        nem-inline-async-executes{entry=F}         (D-LOW-ASYNC-INLINE: async.execute ->
+                                                    nem_lowering.scope, value awaits -> the
+                                                    payload, loop-carried tokens dropped)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
@@ -80,6 +83,7 @@ from nem.passes.dce import OnePassDeadCodeElimination
 from nem.passes.forward_fills import ForwardZeroFillsPass
 from nem.passes.jam_engine_loops import JamEngineLoopsPass
 from nem.passes.lowering.async_awaits import DropTokenAwaitsPass
+from nem.passes.lowering.async_executes import InlineAsyncExecutesPass
 from nem.passes.lowering.async_groups import DropAsyncGroupsPass
 from nem.passes.lowering.context import DEFAULT_SPACES, Options, parse_spaces
 from nem.passes.lowering.declare_allocations import DeclareAllocationsPass
@@ -152,6 +156,7 @@ def preparation(
         DeclareAllocationsPass(memory_spaces, entry),
         MarkTileLoopsPass(entry),
         FoldIndexArithPass(entry),
+        InlineAsyncExecutesPass(entry),
     )
 
 
@@ -172,7 +177,8 @@ class ConvertAffineToNemPass(LoweringOptions):
     `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-raise-memref-dmas`,
     `nem-outline-kernels`, `nem-drop-memref-hints`, `nem-drop-async-groups`,
     `nem-drop-token-awaits`, `nem-rewrite-views`, `nem-declare-buffers`,
-    `nem-declare-allocations`, `nem-mark-tile-loops` and `nem-fold-index-arith` (`preparation`), so that run alone
+    `nem-declare-allocations`, `nem-mark-tile-loops`, `nem-fold-index-arith` and
+    `nem-inline-async-executes` (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).

@@ -95,18 +95,22 @@ class CheckInputRangesPass(ModulePass):
         check_value_ranges(entry_function(op, self.entry))
 
 
-def rewrite_once(region: Region, *patterns: RewritePattern, reverse: bool = False) -> None:
+def rewrite_once(
+    region: Region, *patterns: RewritePattern, reverse: bool = False, inner_first: bool = False
+) -> None:
     """Rewrite each op of `region` with the first of `patterns` that
-    matches it, in one walk, in program order or `reverse`d: what every
+    matches it, in one walk, in program order or `reverse`d (with
+    `inner_first`, the ops in an op's regions before the op: backwards, every
+    use of a value before its definition): what every
     preparation pass of the entry function runs.  Without xDSL's dead-code
     elimination (on by default in its applier): an op left unused is the
     conversion's to see, and some declare what they name (an unused
     allocation still takes its name, an unused `memref.get_global` declares
     its buffer first: lit/lowering/globals.mlir, D-LOW-MEMREF-HINTS)."""
     applier = GreedyRewritePatternApplier(list(patterns), dce_enabled=False)
-    PatternRewriteWalker(applier, apply_recursively=False, walk_reverse=reverse).rewrite_region(
-        region
-    )
+    PatternRewriteWalker(
+        applier, apply_recursively=False, walk_reverse=reverse, walk_regions_first=inner_first
+    ).rewrite_region(region)
 
 
 def entry_function(module: ModuleOp, entry: str | None) -> func.FuncOp:

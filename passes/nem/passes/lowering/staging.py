@@ -136,10 +136,11 @@ def scratch(
     """A hoisted scratch buffer for a partial result (D-LOW-ACCUM), in
     `like`'s memory, of `like`'s element type or `elem` (D-LOW-CAST-TREE);
     `ident` tells apart the temporaries one computation needs at the same
-    time.  The tasks of different `async.execute`s (and of the main stream)
-    do not share one: they may run concurrently (D-LOW-ASYNC)."""
+    time.  The tasks of different `nem_lowering.scope`s (the `async.execute`s
+    of the input, and the main stream) do not share one: they may run
+    concurrently (D-LOW-ASYNC, D-LOW-ASYNC-INLINE)."""
     slots = ctx.slots
-    context = ctx.executes[-1] if ctx.executes else None
+    context = ctx.task_scopes[-1] if ctx.task_scopes else None
     elem = like.elem if elem is None else elem
     key = (
         like.level.data,

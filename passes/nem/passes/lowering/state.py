@@ -19,7 +19,7 @@ from nem.passes.lowering.dma_tags import TagTable
 
 class Lowering(Protocol):
     """The conversion run, as its handlers see it: the run's state and the
-    lowering of nested blocks (loop and `async.execute` bodies)."""
+    lowering of nested blocks (loop and `nem_lowering.scope` bodies)."""
 
     ctx: LoweringContext
 

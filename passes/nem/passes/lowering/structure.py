@@ -20,7 +20,8 @@ from nem.frontends.upstream_dialects.memref_copy import COPY_OPS
 
 STRUCTURAL = LOWERING_MARKS + "structural"
 """The unit attribute of an `affine.for` that held async work a preparation
-pass erased (`nem-drop-token-awaits`): structural whatever its body now holds."""
+pass erased or rewrote (`nem-drop-token-awaits`, `nem-inline-async-executes`):
+structural whatever its body now holds."""
 
 TILE_LOOP = LOWERING_MARKS + "tile_loop"
 """The unit attribute of an `affine.for` that `nem-mark-tile-loops` found the
