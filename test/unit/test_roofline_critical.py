@@ -8,6 +8,7 @@ longer one has none; a group's share never exceeds its busy cycles."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,26 @@ def test_a_group_beside_a_longer_one_has_no_share(tmp_path):
     _check_shares(rep, cycles)
     assert groups["segment"].critical == cycles
     assert groups["loop"].critical == 0 < groups["loop"].cycles
+    lines = rep.to_text().splitlines()
+    assert f"not on the critical path: 1 group ({groups['loop'].name})" in lines
+
+
+def test_the_text_says_what_the_groups_after_the_largest_hold(tmp_path):
+    """Seven copies one after another, each its own segment (a `wait` ends
+    one): all on the path; the text names the 5 largest and what the other 2
+    hold together, so the shares printed add up to the path (an outside
+    reading: the 5 alone read as the whole path)."""
+    text = HEAD
+    for i in range(7):
+        text += _copy(f"t{i}", i * 4096, 4096 * (i + 1) // 2 * 2) + f"wait(t{i})\n"
+    rep, cycles = _report(tmp_path, text)
+    _check_shares(rep, cycles)
+    assert len(rep.groups) == 7 and all(g.critical for g in rep.groups)
+    [line] = [x for x in rep.to_text().splitlines() if re.match(r"critical path: \d+ cycles", x)]
+    shown = [int(n) for n in re.findall(r" (\d+) \(\d+%\)", line)]
+    assert len(shown) == 6 and sum(shown) == cycles
+    assert ", 2 more groups " in line
+    assert "not on the critical path" not in rep.to_text()
 
 
 def test_a_dependency_chain_across_groups_shares_the_cycles(tmp_path):

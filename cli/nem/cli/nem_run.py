@@ -474,6 +474,11 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         return _usage(
             "--explore runs functional schedules; it excludes --schedules and --mode timed"
         )
+    if args.mode == "timed" and args.schedule == "random":
+        return _usage(
+            "--schedule random picks among the ready tasks at random; --mode timed runs each "
+            "task at its earliest start (schedule timed): drop one of them"
+        )
     if args.schedules and (args.mode == "timed" or args.trace or args.timeline):
         return _usage(
             "--schedules compares functional random schedules; it excludes --mode "

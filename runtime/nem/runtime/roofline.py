@@ -456,15 +456,28 @@ class Report:
         usable = {u: self.usable_units.get(u, n) for u, n in device.items()}
         return usable if any(n < device[u] for u, n in usable.items()) else {}
 
-    def critical_line(self) -> str:
+    def critical_lines(self) -> list[str]:
         """The groups the critical path spends most cycles in, with their
-        share (of the program's cycles, which the path's links add up to)."""
+        share of the program's cycles (which the path's links add up to),
+        what the others on it hold together, and how many groups it misses
+        (an outside reading, session 42: a list of the largest alone read as
+        the whole path)."""
         most = sorted((r for r in self.groups if r.critical), key=lambda r: -r.critical)
-        total = self.total.critical or 1
+        total = self.total.critical
         shares = [
             f"{r.name} {r.critical} ({r.critical / total:.0%})" for r in most[:CRITICAL_SHOWN]
         ]
-        return f"critical path: {self.total.critical} cycles: " + ", ".join(shares)
+        rest = sum(r.critical for r in most[CRITICAL_SHOWN:])
+        if rest:
+            shares.append(
+                f"{_groups(len(most) - CRITICAL_SHOWN, 'more ')} {rest} ({rest / total:.0%})"
+            )
+        out = [f"critical path: {total} cycles: " + ", ".join(shares)]
+        off = [r.name for r in self.groups if not r.critical]
+        if off:
+            named = ", ".join(off[:CRITICAL_SHOWN]) + (", ..." if len(off) > CRITICAL_SHOWN else "")
+            out.append(f"not on the critical path: {_groups(len(off))} ({named})")
+        return out
 
     def to_text(self) -> str:
         kinds = self.kinds()
@@ -497,7 +510,7 @@ class Report:
             out.append(f"{line}{r.binds:<9}{util}")
         out += [f"{f} fused into {r.name}" for r in self.groups for f in r.fused]
         if self.total.critical:
-            out.append(self.critical_line())
+            out += self.critical_lines()
         if self.groups and all(r.kind != "node" for r in self.groups):
             # A model compiled to `.nem` (nem-compile's default) has no ONNX
             # nodes: its report is loops and segments, one row when it has
@@ -511,10 +524,16 @@ class Report:
             "of its tasks runs); bound: max over unit kinds of work / (units x throughput), the",
             "device's units, to 3 significant digits; ratio: cycles / the bound shown; roof: the",
             "kind of the bound; binds: the most utilized kind if busy half the cycles, else",
-            "latency; columns: each unit kind's utilization; critical path: the cycles of one",
-            f"longest chain of the schedule in each group's tasks, the {CRITICAL_SHOWN} groups with most",
-            "(each group's `critical` in --json)",
+            "latency; columns: each unit kind's utilization",
         ]
+        if self.total.critical:
+            out += [
+                "critical path: one longest chain of the run, each task back to what its start",
+                "waited for (a dependency, a wait, a loop's window, or its unit's previous task: a",
+                "group can be on it by queueing alone); its cycles in each group's tasks, the "
+                f"{CRITICAL_SHOWN}",
+                "largest (each group's `critical` in --json)",
+            ]
         if own:
             out.append(
                 f"u-bound, u-ratio: the bound over the units the program's tasks can run on "
@@ -537,6 +556,11 @@ class Report:
 
 def _counts(units: Mapping[str, int]) -> str:
     return ", ".join(f"{u} x{n}" for u, n in units.items())
+
+
+def _groups(n: int, before: str = "") -> str:
+    """`1 group`, `2 more groups`."""
+    return f"{n} {before}group" + ("" if n == 1 else "s")
 
 
 def shown_bound(bound: float) -> str:
