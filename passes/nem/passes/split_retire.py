@@ -83,6 +83,11 @@ def retire_held(live: BlockLiveness, below: int) -> bool:
     return bool(held)
 
 
+def async_compute(op: Operation) -> bool:
+    """Whether `op` is a compute task issued `.async` (its token a join may take)."""
+    return isinstance(op, ComputeOp) and not op.is_sync
+
+
 def join_held(live: BlockLiveness) -> bool:
     """Where a loop's body consumes two or more tokens of compute tasks of
     its block whose last use is the loop, all direct deps of one async
@@ -101,21 +106,30 @@ def join_held(live: BlockLiveness) -> bool:
     n315's bands; SqueezeNet's fire4 expand3x3 over its expand1x1's once
     the even engine parts re-laid L1: 14 tokens across the loop, its
     iterations 9 tokens each instead of 10).  Whether any deps were
-    rewritten (the block's liveness is then stale)."""
+    rewritten (the block's liveness is then stale).  Linear: one pass over
+    the intervals gives each loop the tokens it holds (a token's last use is
+    one statement), and a loop's joins are the users of those tokens."""
+    index = {op: i for i, op in enumerate(live.ops)}
+    holds: dict[int, set[SSAValue]] = {}
+    for op, (first, last) in live.intervals.items():
+        if first < last and type(live.ops[last]) is LoopOp and async_compute(op):
+            holds.setdefault(last, set()).add(op.result)
     changed = False
-    for k, loop in enumerate(live.ops):
-        if type(loop) is not LoopOp:
-            continue
-        held = {
-            op.result
-            for op, (first, last) in live.intervals.items()
-            if first < k and last == k and isinstance(op, ComputeOp) and not op.is_sync
-        }
+    for k, held in sorted(holds.items()):
         if len(held) < 2:
             continue
-        for join in live.ops[:k]:
-            if not isinstance(join, ComputeOp) or join.is_sync:
-                continue
+        loop = live.ops[k]
+        joins = sorted(
+            {
+                index[u.operation]
+                for t in held
+                for u in t.uses
+                if index.get(u.operation, k) < k and async_compute(u.operation)
+            }
+        )
+        for j in joins:
+            join = live.ops[j]
+            assert isinstance(join, ComputeOp)  # `async_compute`
             joined = [t for t in join.dep_values() if t in held]
             if len(joined) < 2:
                 continue
