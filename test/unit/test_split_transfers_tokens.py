@@ -274,3 +274,48 @@ def test_a_dep_a_loop_already_covers_holds_no_token_across_it(monkeypatch):
     assert cycles_out < 0.8 * cycles_held
     monkeypatch.undo()
     assert _split(out, max_tokens=6) == out
+
+
+_B8 = "elem=f32, shape=[8, 1024], layout=MN"
+BANDS = f"""device "npm_pro_x1.nem"
+
+{_buffers(*_IO, "a L1[0] 16384", "q L1[0] 16384", "p L1[0] 16384", "w L1[0] 65536")}
+la = transfer.async(dst=region(a, 0, 16384) {_T16}, src=region(X, 0, 16384) {_T16})
+b1 = relu.async in region(a, 0, 8192) {_T8} out region(q, 0, 8192) {_T8} deps=[la]
+b2 = relu.async in region(a, 8192, 8192) {_T8} out region(q, 8192, 8192) {_T8} deps=[la]
+j = add.async in region(q, 0, 16384) {_T16}, region(q, 0, 16384) {_T16} out region(p, 0, 16384) {_T16} deps=[b1, b2]
+sj = transfer.async(dst=region(Y, 0, 16384) {_T16}, src=region(p, 0, 16384) {_T16}, deps=[j])
+loop i in [0..1] @max_in_flight(2):
+  t = transfer.async(dst=region(w, i * 32768, 32768) {_B8}, src=region(W, i * 32768, 32768) {_B8})
+  u = relu.async in region(w, i * 32768, 8192) {_T8} out region(a, i * 8192, 8192) {_T8} deps=[t, b1, b2]
+  s = transfer.async(dst=region(Y, i * 8192 + 16384, 8192) {_T8}, src=region(a, i * 8192, 8192) {_T8}, deps=[u])
+  wait(s)
+endloop
+wait(sj)
+"""
+"""Two bands `b1` and `b2` of one op (a convolution's two NMU bands,
+D-COMPILE-NMU-SPLIT) and their join `j` (its bias add), then a tile loop
+whose tiles overwrite the bytes the bands read (`u` after both, as
+`nem-share-buffers` orders packed L1: SqueezeNet's fire4 expand3x3 over
+its expand1x1's bands once the even engine parts re-laid L1, session
+42b): both tokens live across the loop."""
+
+
+def test_a_loop_holding_two_bands_takes_their_join_instead(monkeypatch):
+    """At 8 live tokens, `b1` and `b2` held across the loop (with `sj`) left
+    its iterations 2 tokens each: the tile copy `t` and the store `s`
+    whole.  The body's `u` takes the join `j` instead (it completes after
+    both), one token across the loop: `t` and `s` take 2 slices each.  The
+    same bits as without the rule and as the program before the pass under
+    random schedules, race-free (`nem-verify`), fewer cycles, within the
+    limit, and a second run changes nothing."""
+    out = _split(BANDS, max_tokens=8)
+    body = out.split("loop i")[1]
+    assert "deps=[t_1, t_2, j]" in body and "b1" not in body and "b2" not in body
+    assert "s_2 = " in body
+    monkeypatch.setattr(split_transfers, "join_held", lambda live: False)
+    held = _split(BANDS, max_tokens=8)
+    monkeypatch.undo()
+    assert "deps=[t, b1, b2]" in held.split("loop i")[1]
+    y_out = _exact_and_faster(out, held, 8, 0.95)
+    assert np.array_equal(_run(BANDS)[0], y_out)

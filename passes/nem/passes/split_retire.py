@@ -1,7 +1,8 @@
 """`nem-split-transfers`' retire rules: the small transfers whose tokens
 the pass waits for instead of holding them live, so that the tokens go to
 the slices of the large copies (decision D-NEM-SPLIT-TRANSFERS, sessions
-23, 37-38 and 40), with the helpers the rules and the pass share (the
+23, 37-38 and 40), and the bands a loop holds taken as their join
+(`join_held`, session 42b), with the helpers the rules and the pass share (the
 bytes a transfer moves, a consumer's tokens rewritten, the slices of an
 earlier split)."""
 
@@ -17,7 +18,7 @@ from nem.analysis.range_max import MaxTree
 from nem.analysis.token_liveness import BlockLiveness, block_liveness, loop_copies
 from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
 from nem.dialect.expressions import Evaluator
-from nem.dialect.ops import LoopOp, RegionOp, TaskOp, TransferOp, WaitOp
+from nem.dialect.ops import ComputeOp, LoopOp, RegionOp, TaskOp, TransferOp, WaitOp
 from nem.passes.finish_times import FinishTimes
 
 
@@ -80,6 +81,65 @@ def retire_held(live: BlockLiveness, below: int) -> bool:
                         Rewriter.erase_op(user)
         wait_before(loop, tokens)
     return bool(held)
+
+
+def async_compute(op: Operation) -> bool:
+    """Whether `op` is a compute task issued `.async` (its token a join may take)."""
+    return isinstance(op, ComputeOp) and not op.is_sync
+
+
+def join_held(live: BlockLiveness) -> bool:
+    """Where a loop's body consumes two or more tokens of compute tasks of
+    its block whose last use is the loop, all direct deps of one async
+    compute task issued before it (their join: the bias add after a
+    convolution's two NMU bands, D-COMPILE-NMU-SPLIT), the body's
+    consumers take the join's token instead (D-NEM-SPLIT-TRANSFERS,
+    session 42b).  A token a loop's body consumes is live at every
+    statement of the loop (D-TOK-LIVE): k of them become one (none where
+    the join's is live across the loop already), the others dying at the
+    join.  Exact: the
+    join completes after each token it replaces, so every consumer is
+    ordered after what it was and after the join, later and never earlier
+    (D-HAZ-ORDER); the first iteration may wait for the join's run.  Such
+    deps arise where the packing (D-LOW-SHARE) lays a tile loop's buffers
+    on bytes both bands of an earlier layer read (Inception v2's n322 over
+    n315's bands; SqueezeNet's fire4 expand3x3 over its expand1x1's once
+    the even engine parts re-laid L1: 14 tokens across the loop, its
+    iterations 9 tokens each instead of 10).  Whether any deps were
+    rewritten (the block's liveness is then stale).  Linear: one pass over
+    the intervals gives each loop the tokens it holds (a token's last use is
+    one statement), and a loop's joins are the users of those tokens."""
+    index = {op: i for i, op in enumerate(live.ops)}
+    holds: dict[int, set[SSAValue]] = {}
+    for op, (first, last) in live.intervals.items():
+        if first < last and type(live.ops[last]) is LoopOp and async_compute(op):
+            holds.setdefault(last, set()).add(op.result)
+    changed = False
+    for k, held in sorted(holds.items()):
+        if len(held) < 2:
+            continue
+        loop = live.ops[k]
+        joins = sorted(
+            {
+                index[u.operation]
+                for t in held
+                for u in t.uses
+                if index.get(u.operation, k) < k and async_compute(u.operation)
+            }
+        )
+        for j in joins:
+            join = live.ops[j]
+            assert isinstance(join, ComputeOp)  # `async_compute`
+            joined = [t for t in join.dep_values() if t in held]
+            if len(joined) < 2:
+                continue
+            for token in joined:
+                for user in {u.operation for u in token.uses}:
+                    if user is not loop and loop.is_ancestor(user):
+                        retoken(user, token, [join.result])
+                held.discard(token)
+            changed = True
+    return changed
 
 
 def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int], bool]) -> bool:

@@ -62,7 +62,10 @@ transfers moving `min-once`, made once, hold their slices' tokens at each
 loop first: a layer's weights staged before its tile loop), then each block's
 transfers share the tokens left, one slice at a time to the one whose
 slices are the largest (`share`: fewer slices than the DMAs, or none).
-Before a block is budgeted, its small transfers whose tokens a loop of the
+Before a block is budgeted, the tokens of compute tasks a loop of the block
+consumes that one earlier compute task joins (a convolution's two NMU bands,
+its bias add) are replaced by the join's in the loop's body (`join_held`,
+session 42b), and its small transfers whose tokens a loop of the
 block consumes are waited for right before that loop (`retire_held`): held,
 each counted at every statement of the loop (D-TOK-LIVE), and a padded
 input's border fills took the slices of its consumer's tile copies; those
@@ -126,6 +129,7 @@ from nem.passes.covered_deps import drop_covered_loop_deps
 from nem.passes.finish_times import FinishTimes
 from nem.passes.forward_fills import declared_names
 from nem.passes.split_retire import (
+    join_held,
     moved_bytes,
     retire_crowded,
     retire_held,
@@ -334,6 +338,9 @@ class Choice:
         loops' bodies first (they run many times); returns the block's
         peak (D-TOK-LIVE, as `token_liveness.block_liveness` counts it)."""
         live = block_liveness(block, self.ev, bodies=False)
+        # the bands a loop holds, as their join's one token (session 42b)
+        if budget is not None and join_held(live):
+            live = block_liveness(block, self.ev, bodies=False)
         # from `min-once` on, a transfer keeps its slices' tokens (`reserved`)
         if retire_held(live, min(self.retire_below, self.min_once)):
             live = block_liveness(block, self.ev, bodies=False)
