@@ -464,31 +464,7 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     from nem.runtime.api import NemInterpreter, profile_problem
 
     outputs = [Output.parse(o) for o in args.output]
-    if args.schedules is not None and args.schedules < 1:
-        return _usage("--schedules needs K >= 1")
-    if args.max_schedules < 1:
-        return _usage("--max-schedules needs N >= 1")
-    if args.jobs is not None and args.jobs < 1:
-        return _usage("-j needs N >= 1")
-    if args.explore and (args.schedules or args.mode == "timed"):
-        return _usage(
-            "--explore runs functional schedules; it excludes --schedules and --mode timed"
-        )
-    if args.mode == "timed" and args.schedule == "random":
-        return _usage(
-            "--schedule random picks among the ready tasks at random; --mode timed runs each "
-            "task at its earliest start (schedule timed): drop one of them"
-        )
-    if args.schedules and (args.mode == "timed" or args.trace or args.timeline):
-        return _usage(
-            "--schedules compares functional random schedules; it excludes --mode "
-            "timed, --trace and --timeline (trace one of them: --schedule random --seed S)"
-        )
-    if args.repeat < 1:
-        return _usage("--repeat needs N >= 1")
-    if args.repeat > 1 and (args.schedules or args.explore):
-        return _usage("--repeat times one schedule; it excludes --schedules and --explore")
-    bad = _check_numbers(args) or roofline_cli.usage_problem(args)
+    bad = run_options.usage_problem(args) or roofline_cli.usage_problem(args)
     if bad:
         return _usage(bad)
     bad_path = _check_paths(args, outputs)
@@ -730,21 +706,6 @@ def _explore(interp: NemInterpreter, max_schedules: int, jobs: int | None) -> bo
 
 def _short(ref: Any) -> str:
     return str(ref.label) + (f" ({ref.iteration})" if ref.iteration else "")
-
-
-def _check_numbers(args: argparse.Namespace) -> str | None:
-    """Flag values that make no sense, before any work (usage errors)."""
-    if args.random_inputs is not None and args.random_inputs < 0:
-        return "--random-inputs needs a SEED >= 0"
-    if args.seed < 0:  # Python's random takes -S as S (api.check_seed)
-        return "--seed needs a SEED >= 0"
-    if args.max_tasks is not None and args.max_tasks < 1:
-        return "--max-tasks needs N >= 1"
-    if args.max_kernel_ops is not None and args.max_kernel_ops < 1:
-        return "--max-kernel-ops needs N >= 1"
-    if args.ddr_size is not None and args.ddr_size < 1:
-        return "--ddr-size needs a positive number of bytes"
-    return None
 
 
 def _over_budget(prog: Program, args: argparse.Namespace) -> str | None:

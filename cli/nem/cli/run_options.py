@@ -165,3 +165,44 @@ def parser() -> argparse.ArgumentParser:
         help="print the version of nem-run and of what it runs on, and exit",
     )
     return p
+
+
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """What makes the command line unusable before any work (exit 2,
+    D-CLI-EXIT): a flag value out of range, or flags that do not go
+    together (an outside user's `--schedules 2 --trace` wrote no trace and
+    said nothing; `--mode timed --schedule random` printed "schedule timed"
+    and ignored the random schedule, session 42)."""
+    if args.schedules is not None and args.schedules < 1:
+        return "--schedules needs K >= 1"
+    if args.max_schedules < 1:
+        return "--max-schedules needs N >= 1"
+    if args.jobs is not None and args.jobs < 1:
+        return "-j needs N >= 1"
+    if args.explore and (args.schedules or args.mode == "timed"):
+        return "--explore runs functional schedules; it excludes --schedules and --mode timed"
+    if args.mode == "timed" and args.schedule == "random":
+        return (
+            "--schedule random picks among the ready tasks at random; --mode timed runs each "
+            "task at its earliest start (schedule timed): drop one of them"
+        )
+    if args.schedules and (args.mode == "timed" or args.trace or args.timeline):
+        return (
+            "--schedules compares functional random schedules; it excludes --mode "
+            "timed, --trace and --timeline (trace one of them: --schedule random --seed S)"
+        )
+    if args.repeat < 1:
+        return "--repeat needs N >= 1"
+    if args.repeat > 1 and (args.schedules or args.explore):
+        return "--repeat times one schedule; it excludes --schedules and --explore"
+    if args.random_inputs is not None and args.random_inputs < 0:
+        return "--random-inputs needs a SEED >= 0"
+    if args.seed < 0:  # Python's random takes -S as S (api.check_seed)
+        return "--seed needs a SEED >= 0"
+    if args.max_tasks is not None and args.max_tasks < 1:
+        return "--max-tasks needs N >= 1"
+    if args.max_kernel_ops is not None and args.max_kernel_ops < 1:
+        return "--max-kernel-ops needs N >= 1"
+    if args.ddr_size is not None and args.ddr_size < 1:
+        return "--ddr-size needs a positive number of bytes"
+    return None
