@@ -74,3 +74,17 @@ def test_readme_quick_start_runs(tmp_path):
         assert r.returncode == 0, f"{command}\n{r.stdout}{r.stderr}"
     y = np.load(tmp_path / "y.npy")
     assert y.dtype == np.float32 and y.shape == (4, 10)  # the shape the model gives it
+
+
+def test_documents_cite_no_path_of_a_developers_machine():
+    """The docs cited experiment scripts by their place on the machine that
+    ran them (`/work/scratch/...`, `/work/notes/...`), which a reader of the
+    checkout cannot open (session 42): a figure's command goes in the text, a
+    script worth keeping under `bench/`."""
+    cited = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "/work/scratch/" in line or "/work/notes/" in line
+    ]
+    assert not cited, cited
