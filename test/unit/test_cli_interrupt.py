@@ -89,3 +89,31 @@ def test_ctrl_c_while_loading_prints_no_traceback(tool, tmp_path):
         assert "Traceback" not in err and p.returncode in (0, 1, 130), err
         if p.returncode == 130:
             assert err == f"{tool}: interrupted\n"
+
+
+WRAPPED = """
+import signal
+from nem.cli import launch
+from nem.cli.entry import guarded_main
+
+launch.guard_interrupts("nem-x")
+
+def run(argv):
+    try:
+        signal.raise_signal(signal.SIGINT)
+    except KeyboardInterrupt:  # what a native layer catches and wraps
+        raise RuntimeError("Exception raised in callback: Traceback ... KeyboardInterrupt")
+    return 0
+
+guarded_main("nem-x", run, [])
+"""
+
+
+def test_an_interrupt_wrapped_by_native_code_is_still_an_interrupt(tmp_path):
+    """Deterministic form of a CI failure (session 42): Ctrl-C landed in a
+    Python callback of an MLIR walk (`l1_plan`), and the bindings reported it
+    as `RuntimeError: Exception raised in callback: Traceback ...`, which
+    the tool printed as an internal error with the traceback's text."""
+    r = _python(WRAPPED, tmp_path)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.strip() == "nem-x: interrupted"

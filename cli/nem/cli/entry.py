@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from nem.cli.launch import interrupted
+
 
 class _PipeTolerant:
     """A text stream whose reader may go away (`nem-run p.nem | head -1`,
@@ -81,15 +83,19 @@ def guarded_main(
     except MemoryError:
         print(out_of_memory(prog), file=sys.stderr)
         code = 1
-    except Exception as e:  # a bug, never a user error: no traceback unless asked
-        print(
-            f"{prog}: internal error: {type(e).__name__}: {e}\n"
-            f"This is a bug in {prog}; rerun with NEM_TRACEBACK=1 for the traceback.",
-            file=sys.stderr,
-        )
-        if os.environ.get("NEM_TRACEBACK"):
-            raise
-        code = 2
+    except Exception as e:
+        if interrupted():  # the interrupt, wrapped by native code (`launch.interrupted`)
+            print(f"{prog}: interrupted", file=sys.stderr)
+            code = 130
+        else:  # a bug, never a user error: no traceback unless asked
+            print(
+                f"{prog}: internal error: {type(e).__name__}: {e}\n"
+                f"This is a bug in {prog}; rerun with NEM_TRACEBACK=1 for the traceback.",
+                file=sys.stderr,
+            )
+            if os.environ.get("NEM_TRACEBACK"):
+                raise
+            code = 2
     if argv is None:  # the tool owns the process, which ends here
         keep_until_exit()
     sys.exit(code)

@@ -36,6 +36,21 @@ def _importing(frame: FrameType | None) -> bool:
     return False
 
 
+class _Interrupts:
+    """Whether the handler raised KeyboardInterrupt in this process."""
+
+    raised = False
+
+
+def interrupted() -> bool:
+    """Whether `guard_interrupts`' handler raised KeyboardInterrupt: an
+    exception that reaches the tool's guard afterwards is that interrupt,
+    wrapped by native code it unwound through (MLIR's bindings report a
+    KeyboardInterrupt raised in a Python callback of a walk as
+    `RuntimeError: Exception raised in callback`, session 42's CI)."""
+    return _Interrupts.raised
+
+
 def guard_interrupts(prog: str) -> None:
     """Install the SIGINT handler of the module docstring for tool `prog`."""
     message = f"{prog}: interrupted\n".encode()
@@ -44,6 +59,7 @@ def guard_interrupts(prog: str) -> None:
         if _importing(frame):
             os.write(2, message)
             os._exit(130)
+        _Interrupts.raised = True
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_interrupt)
