@@ -4,7 +4,8 @@ pass of rewrite patterns of their own (issue 36 item 1).
 
 The differential test across that rewrite: `lower-to-nem` prints the same
 `.nem` and the same remarks or errors as the conversion with the table before
-it (the three handlers below, no pass) on every input that has a group: the
+it (the three handlers below, no pass; their operand checks are gone with
+the conversion's async handlers) on every input that has a group: the
 lowering's lit inputs and the async sweep's programs (its fixed cases and
 random draws); on every other input the pass leaves the module as it is, so
 the output cannot change.  And the pass is not vacuous (every group of those
@@ -57,7 +58,7 @@ BEFORE: dict[type[Operation], Handler] = {
     asy.AddToGroupOp: _add_to_group,
     asy.AwaitAllOp: _await_all,
 }
-"""The conversion's table before the pass: groups checked and lowered to nothing."""
+"""The conversion's table before the pass: groups lowered to nothing (a group's size an index value)."""
 
 _before = before(DropAsyncGroupsPass, BEFORE)
 

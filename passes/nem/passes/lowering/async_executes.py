@@ -89,12 +89,14 @@ class AsyncWork:
     conversion rejects before it reaches their users (function arguments,
     the tokens a loop it lowers as a compute task carries out), `rewrite`
     the ops to rewrite: executes, awaits, and NEM loops carrying tokens
-    only."""
+    only; `structural` the loops around a rewritten op, which the pass
+    marks (the analysis changes nothing)."""
 
     fn: Operation
     made: set[SSAValue] = field(default_factory=set[SSAValue])
     foreign: set[SSAValue] = field(default_factory=set[SSAValue])
     rewrite: set[Operation] = field(default_factory=set[Operation])
+    structural: set[Operation] = field(default_factory=set[Operation])
 
     def check(self, block: Block) -> None:
         """Check the async ops of `block` and of the scopes in it that the
@@ -201,13 +203,13 @@ class AsyncWork:
         self.check(op.body.block)
 
     def _rewritten(self, op: Operation) -> None:
-        """`op` is rewritten: the loops around it marked structural (as
-        `nem-drop-token-awaits` marks them)."""
+        """`op` is rewritten: the loops around it are to be marked
+        structural (as `nem-drop-token-awaits` marks them)."""
         self.rewrite.add(op)
         loop = op.parent_op()
-        while loop is not None and loop is not self.fn:
+        while loop is not None and loop is not self.fn and loop not in self.structural:
             if isinstance(loop, affine.ForOp):
-                loop.attributes[STRUCTURAL] = UnitAttr()
+                self.structural.add(loop)
             loop = loop.parent_op()
 
 
@@ -308,6 +310,8 @@ class InlineAsyncExecutesPass(ModulePass):
         work.check(fn.body.block)
         if not work.rewrite:
             return
+        for loop in work.structural:
+            loop.attributes[STRUCTURAL] = UnitAttr()
         # backwards, inner ops first: every use of a value rewritten before its definition
         rewrite_once(
             fn.body,
