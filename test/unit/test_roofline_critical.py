@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nem.cli.nem_run import run
-from nem.runtime import NemInterpreter
+from nem.runtime import NemInterpreter, Session
 from nem.runtime.roofline import Report
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,13 +39,18 @@ def _copy(name: str, offset: int, size: int, deps: str = "") -> str:
     )
 
 
-def _report(tmp_path: Path, text: str) -> tuple[Report, int]:
+def _session(tmp_path: Path, text: str) -> Session:
+    """A timed session of the program `text`, started."""
     path = tmp_path / "p.nem"
     path.write_text(text)
     it = NemInterpreter(trace=False)
     it.set_mode("timed")
     it.load(path)
-    s = it.start()
+    return it.start()
+
+
+def _report(tmp_path: Path, text: str) -> tuple[Report, int]:
+    s = _session(tmp_path, text)
     result = s.run_to_end()
     assert result.status == "completed", result.error
     return s.roofline(), result.cycle_count
@@ -158,3 +163,183 @@ def test_a_compiled_models_node_groups_add_up_to_its_cycles(tmp_path):
     rep = s.roofline()
     _check_shares(rep, rep.total.cycles)
     assert any(g.kind == "node" and g.critical for g in rep.groups)
+
+
+# ---------------------------------------------------------------- link kinds
+# Each stretch of the path says what its start waited for (session 43, issue
+# 35 item 1): a dependency, its unit's previous task, a `wait`, a loop's
+# window, or nothing (cycle 0).
+
+
+def _at(name: str, offset: int, size: int, dma: int, deps: str = "") -> str:
+    """`_copy` on engine 0's DMA `dma` (`@resource`)."""
+    return _copy(name, offset, size, deps).rstrip("\n") + f" @resource(DMA[{dma}])\n"
+
+
+def _check_path(rep: Report, cycles: int) -> list[tuple[str, str]]:
+    """The segments tile `[0, cycles)` in time order, each group's
+    `critical_by_kind` adds up to its `critical` and is the sum of its
+    segments; returns the (group, kind) of each segment."""
+    _check_shares(rep, cycles)
+    path = rep.critical_path
+    assert path[0].start == 0 and path[-1].end == cycles
+    assert all(a.end == b.start for a, b in zip(path, path[1:]))
+    assert sum(s.end - s.start for s in path) == cycles
+    assert sum(rep.total.critical_by_kind.values()) == cycles
+    for i, g in enumerate(rep.groups):
+        assert sum(g.critical_by_kind.values()) == g.critical, g.name
+        mine: dict[str, int] = {}
+        for s in path:
+            if s.group == i:
+                assert s.name == g.name
+                mine[s.entered_by] = mine.get(s.entered_by, 0) + s.end - s.start
+        assert mine == g.critical_by_kind, g.name
+    return [(s.name, s.entered_by) for s in path]
+
+
+BIG, TINY = 65536, 256
+
+
+def test_a_stretch_after_a_dependency_is_entered_by_dep(tmp_path):
+    """`b` depends on `a` (another segment: it issues after `wait(s)`, a tiny
+    copy's end): it starts at `a`'s end, on another DMA, so its stretch is
+    entered by the dependency, `a`'s at cycle 0."""
+    text = HEAD + _at("a", 0, BIG, 0) + _at("s", BIG, TINY, 1) + "wait(s)\n"
+    text += _at("b", 2 * BIG, BIG, 2, ", deps=[a]") + "wait(b)\n"
+    rep, cycles = _report(tmp_path, text)
+    seg_a, seg_b = (g.name for g in rep.groups)
+    assert _check_path(rep, cycles) == [(seg_a, "start"), (seg_b, "dep")]
+    assert rep.groups[1].critical_by_kind == {"dep": cycles // 2}
+
+
+def test_a_stretch_after_its_units_previous_task_is_entered_by_unit(tmp_path):
+    """`b` issues after `wait(s)` with nothing to wait for but `a` holds the
+    DMA both name: `b` starts when `a` frees it, entered by its unit."""
+    text = HEAD + _at("a", 0, BIG, 0) + _at("s", BIG, TINY, 1) + "wait(s)\n"
+    text += _at("b", 2 * BIG, BIG, 0) + "wait(a, b)\n"
+    rep, cycles = _report(tmp_path, text)
+    seg_a, seg_b = (g.name for g in rep.groups)
+    assert _check_path(rep, cycles) == [(seg_a, "start"), (seg_b, "unit")]
+    assert rep.total.critical_by_kind == {"start": cycles // 2, "unit": cycles // 2}
+    assert "entered by: dep 0%, unit 50%, wait 0%, window 0%, start 50%" in rep.to_text()
+
+
+def test_a_stretch_after_a_wait_is_entered_by_wait(tmp_path):
+    """`b` issues when `wait(a)` returns: its stretch is entered by the wait."""
+    text = HEAD + _at("a", 0, BIG, 0) + "wait(a)\n" + _at("b", BIG, BIG, 1) + "wait(b)\n"
+    rep, cycles = _report(tmp_path, text)
+    seg_a, seg_b = (g.name for g in rep.groups)
+    assert _check_path(rep, cycles) == [(seg_a, "start"), (seg_b, "wait")]
+
+
+def test_a_loops_window_enters_its_next_iteration_and_what_follows(tmp_path):
+    """One iteration in flight: each later iteration opens when the one
+    before completes, so its copy starts after the window (the scheduler
+    hands the tally `window` for it; on the path the loop is one stretch, a
+    group's consecutive tasks merged); the copy after the loop starts when
+    the last iteration closed it: entered by `window` on the path."""
+    text = HEAD + "loop i in [0..2] @max_in_flight(1):\n"
+    text += "  " + _at("t", 0, BIG, 0).replace("region(S, 0,", "region(S, i * 65536,")
+    text += "  wait(t)\nendloop\n" + _at("b", 3 * BIG, BIG, 1) + "wait(b)\n"
+    s = _session(tmp_path, text)
+    tally = s.sched.roofline
+    kinds = []
+    add = tally.add
+    tally.add = lambda tpl, *a: (kinds.append((tpl.label, a[-1])), add(tpl, *a))[1]
+    result = s.run_to_end()
+    assert kinds == [("t", "start"), ("t", "window"), ("t", "window"), ("b", "window")]
+    rep = s.roofline()
+    loop, seg = (g.name for g in rep.groups)
+    assert _check_path(rep, result.cycle_count) == [(loop, "start"), (seg, "window")]
+
+
+def test_the_json_has_the_path_and_each_groups_kinds(capsys):
+    """The whitepaper's example: the weights' `.sync` load from cycle 0, then
+    the loop, which issues when that returns."""
+    assert run([str(CONV), "--mode", "timed", "--roofline", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["critical_path"] == [
+        {"group": 0, "name": "segment at line 43", "start": 0, "end": 2308, "entered_by": "start"},
+        {"group": 1, "name": "loop at line 49", "start": 2308, "end": 17831, "entered_by": "wait"},
+    ]
+    assert [g["critical_by_kind"] for g in doc["groups"]] == [{"start": 2308}, {"wait": 15523}]
+    assert doc["total"]["critical_by_kind"] == {"start": 2308, "wait": 15523}
+
+
+def test_a_group_off_the_path_has_no_kinds(tmp_path):
+    text = HEAD + _copy("big", 0, 131072)
+    text += "loop i in [0..1]:\n"
+    text += "  " + _copy("small", 0, 4096).replace("region(S, 0,", "region(S, 131072 + i * 4096,")
+    text += "endloop\nwait(big)\n"
+    rep, cycles = _report(tmp_path, text)
+    _check_path(rep, cycles)
+    off = [g for g in rep.to_json()["groups"] if not g["critical"]]  # type: ignore[union-attr]
+    assert len(off) == 1 and "critical_by_kind" not in off[0]
+
+
+def test_the_trace_has_a_critical_path_track(tmp_path):
+    """`--trace`: the Chrome JSON's `critical path` process has one slice per
+    segment, named by its group, at its cycles (1 cycle = 1 ns); the CSV a
+    `critical-path` row per segment."""
+    it = NemInterpreter(trace=True)
+    it.set_mode("timed")
+    it.load(CONV)
+    s = it.start()
+    s.run_to_end()
+    s.export_trace(str(tmp_path / "t.json"))
+    s.export_trace(str(tmp_path / "t.csv"))
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    [pid] = [
+        e["pid"]
+        for e in events
+        if e["name"] == "process_name" and e["args"]["name"] == "critical path"
+    ]
+    assert [
+        e["args"]["name"] for e in events if e["name"] == "thread_name" and e["pid"] == pid
+    ] == ["critical path"]
+    slices = [
+        (e["name"], e["ts"], e["dur"], e["args"]["entered_by"])
+        for e in events
+        if e["ph"] == "X" and e["pid"] == pid
+    ]
+    assert slices == [
+        ("segment at line 43", 0, 2.308, "start"),
+        ("loop at line 49", 2.308, 15.523, "wait"),
+    ]
+    rows = [r.split(",") for r in (tmp_path / "t.csv").read_text().splitlines()]
+    assert [(r[1], r[2], r[7], r[8]) for r in rows if r[6] == "critical-path"] == [
+        ("segment at line 43", "start", "0", "2308"),
+        ("loop at line 49", "wait", "2308", "17831"),
+    ]
+    assert len([r for r in rows[1:] if r[6] != "critical-path"]) == 17  # the tasks, as before
+
+
+def test_a_functional_trace_has_no_path(tmp_path):
+    it = NemInterpreter(trace=True)
+    it.load(CONV)
+    s = it.start()
+    s.run_to_end()
+    assert s.critical_path() == []
+    s.export_trace(str(tmp_path / "t.json"))
+    assert "critical path" not in (tmp_path / "t.json").read_text()
+
+
+def test_the_timeline_draws_a_critical_path_row(tmp_path, monkeypatch):
+    """`--timeline`: a last row `critical path`, its segments in two
+    alternating shades, the long ones named."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    charts = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: (charts.append(fig), close(fig)))
+    out = tmp_path / "t.png"
+    assert run([str(CONV), "--mode", "timed", "--timeline", str(out)]) == 0
+    (fig,) = charts
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[-1] == "critical path" and len(labels) == 6  # 5 units and the path
+    spans = sorted(tuple(p.get_extents().x0 for p in a.get_paths()) for a in ax.collections[-2:])
+    assert len(spans) == 2
+    assert {t.get_text() for t in ax.texts} == {"segment at line 43", "loop at line 49"}
+    assert out.stat().st_size > 0

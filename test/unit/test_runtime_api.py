@@ -90,9 +90,14 @@ def test_export_trace_json_and_csv(tmp_path):
     procs = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
     assert "engine 0" in procs
     xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
-    assert len(xs) == 20 and all(e["dur"] > 0 for e in xs)
+    tasks = [e for e in xs if e["cat"] != "critical-path"]
+    assert len(tasks) == 20 and all(e["dur"] > 0 for e in xs)
+    # the critical path's track (D-RT-ROOFLINE, session 43): a slice per segment
+    assert "critical path" in procs and len(xs) == 20 + len(s.critical_path())
     rows = list(csv.reader((tmp_path / "t.csv").open()))
-    assert rows[0][:4] == ["step", "task", "op", "iteration"] and len(rows) == 21
+    assert rows[0][:4] == ["step", "task", "op", "iteration"]
+    assert len([r for r in rows[1:] if r[6] != "critical-path"]) == 20
+    assert len(rows) == 21 + len(s.critical_path())
 
 
 def test_parse_error_is_a_diagnostic_with_location():

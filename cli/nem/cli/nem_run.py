@@ -622,7 +622,9 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         if args.timeline:
             from nem.runtime.trace import timeline_png
 
-            timeline_png(s.trace, args.timeline, f"{name} ({args.mode})", args.mode)
+            timeline_png(
+                s.trace, args.timeline, f"{name} ({args.mode})", args.mode, s.critical_path()
+            )
             written.append(f"timeline: {args.timeline}")
         written += roofline_cli.write_plot(s, args)
     except RuntimeError as e:

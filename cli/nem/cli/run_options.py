@@ -106,8 +106,16 @@ def parser() -> argparse.ArgumentParser:
         metavar="SEED",
         help="fill DDR and L2 buffers with seeded random values before running",
     )
-    p.add_argument("--trace", metavar="FILE", help="trace as Chrome/Perfetto JSON or .csv")
-    p.add_argument("--timeline", metavar="FILE.png", help="Gantt chart of the schedule")
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="trace as Chrome/Perfetto JSON or .csv (timed: with the critical path's track)",
+    )
+    p.add_argument(
+        "--timeline",
+        metavar="FILE.png",
+        help="Gantt chart of the schedule (timed: and a critical path row)",
+    )
     p.add_argument(
         "--profile",
         metavar="FILE.json",

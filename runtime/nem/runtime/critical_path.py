@@ -1,50 +1,143 @@
 """The critical path of a timed run, by group (decision D-RT-ROOFLINE,
-session 42): which groups' tasks the program's total cycles went through.
+session 42): which groups' tasks the program's total cycles went through,
+and how each stretch of it came to start when it did (session 43).
 
 In timed mode a task starts at the later of its ready time and its unit's
 free time, and every such time is the end of one earlier task (a dependency,
 the task before it on the unit, the token a `wait` or a loop window waited
 for) or cycle 0.  The scheduler carries, beside each of those times, the
-`Link` of the task that ended there (`Scheduler._run` and the stream and
-loop times); the chain back from the task that ends last is a critical path
-of the schedule, and its links' lengths add up to the program's cycles.
+`Link` of the task that ended there and the kind of that wait (`Scheduler._run`
+and the stream and loop times); the chain back from the task that ends last
+is a critical path of the schedule, and its links' lengths add up to the
+program's cycles.
 
 A link covers a stretch of consecutive tasks of one group (`extend` merges a
 task into its predecessor's link when both are the group's and touch), so
 what a run keeps alive is the chains of its live tasks, a link per change of
 group along them, not a record per task; walking the last chain is linear
-in its links (`by_group`).
+in its links (`by_group`, `segments`).  A link's `kind` says what its first
+task's start waited for (`KINDS`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol
+
+DEP = "dep"
+"""The stretch started when a dependency (a token in its task's deps) completed."""
+UNIT = "unit"
+"""... when the previous task on its unit ended (it was ready earlier)."""
+WAIT = "wait"
+"""... when the token a `wait` or a `.sync` task waited for completed."""
+WINDOW = "window"
+"""... when the iteration that closed a loop's window completed (or the
+loop's last stream ended, for the statements after it)."""
+START = "start"
+"""... at cycle 0."""
+KINDS = (DEP, UNIT, WAIT, WINDOW, START)
+"""The kinds, in the order the report prints them."""
+
+SHOWN = 5
+"""The text names the groups the critical path spends most cycles in, this many."""
+
 
 class Link:
     """A stretch `[start, end)` of a chain spent in tasks of group `group`,
-    after the chain `prev` (None at cycle 0)."""
+    after the chain `prev` (None at cycle 0), entered as `kind` says."""
 
-    __slots__ = ("group", "start", "end", "prev")
+    __slots__ = ("group", "start", "end", "prev", "kind")
 
-    def __init__(self, group: int, start: int, end: int, prev: Link | None) -> None:
+    def __init__(self, group: int, start: int, end: int, prev: Link | None, kind: str) -> None:
         self.group = group
         self.start = start
         self.end = end
         self.prev = prev
+        self.kind = kind
 
 
-def extend(prev: Link | None, group: int, start: int, end: int) -> Link:
+def extend(prev: Link | None, group: int, start: int, end: int, kind: str = START) -> Link:
     """The chain of a task of `group` run `[start, end)` after the chain
-    `prev` that ended at `start`."""
+    `prev` that ended at `start`, its start having waited as `kind` says."""
     if prev is not None and prev.group == group and prev.end == start:
-        return Link(group, prev.start, end, prev.prev)
-    return Link(group, start, end, prev)
+        return Link(group, prev.start, end, prev.prev, prev.kind)
+    return Link(group, start, end, prev, kind)
 
 
-def by_group(last: Link | None) -> dict[int, int]:
-    """The cycles of the chain ending at `last`, per group."""
-    out: dict[int, int] = {}
+def by_group(last: Link | None) -> dict[int, dict[str, int]]:
+    """The cycles of the chain ending at `last`, per group and kind."""
+    out: dict[int, dict[str, int]] = {}
     link = last
     while link is not None:
-        out[link.group] = out.get(link.group, 0) + link.end - link.start
+        kinds = out.setdefault(link.group, {})
+        kinds[link.kind] = kinds.get(link.kind, 0) + link.end - link.start
         link = link.prev
     return out
+
+
+class Segment(NamedTuple):
+    """A stretch of the path in one group's tasks: `group` the group's index
+    in the report's groups, `entered_by` the kind of its first start."""
+
+    group: int
+    name: str
+    start: int
+    end: int
+    entered_by: str
+
+    def to_json(self) -> dict[str, object]:
+        return self._asdict()
+
+
+def segments(last: Link | None, name: Callable[[int], tuple[int, str]]) -> list[Segment]:
+    """The chain ending at `last` in time order, a segment per link; `name`:
+    a tally group's (report index, name)."""
+    out = []
+    link = last
+    while link is not None:
+        out.append(Segment(*name(link.group), link.start, link.end, link.kind))
+        link = link.prev
+    out.reverse()
+    return out
+
+
+def entered_by(cycles: dict[str, int]) -> str:
+    """The text's line: the path's cycles by kind, as shares of them
+    (`entered by: dep 61%, unit 12%, wait 20%, window 7%, start 0%`)."""
+    total = sum(cycles.values())
+    return "entered by: " + ", ".join(f"{k} {cycles.get(k, 0) / total:.0%}" for k in KINDS)
+
+
+class OnPath(Protocol):
+    """What the text reads of a report row (`roofline.Row`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def critical(self) -> int: ...
+
+
+def lines(groups: Sequence[OnPath], by_kind: dict[str, int]) -> list[str]:
+    """The roofline text's lines on the path: the groups it spends most
+    cycles in, with their share of the program's cycles (which the path's
+    links add up to), what the others on it hold together (an outside
+    reading, session 42: a list of the largest alone read as the whole
+    path), what its stretches were entered by, and how many groups it
+    misses."""
+    most = sorted((r for r in groups if r.critical), key=lambda r: -r.critical)
+    total = sum(by_kind.values())
+    shares = [f"{r.name} {r.critical} ({r.critical / total:.0%})" for r in most[:SHOWN]]
+    rest = sum(r.critical for r in most[SHOWN:])
+    if rest:
+        shares.append(f"{_groups(len(most) - SHOWN, 'more ')} {rest} ({rest / total:.0%})")
+    out = [f"critical path: {total} cycles: " + ", ".join(shares), entered_by(by_kind)]
+    off = [r.name for r in groups if not r.critical]
+    if off:
+        named = ", ".join(off[:SHOWN]) + (", ..." if len(off) > SHOWN else "")
+        out.append(f"not on the critical path: {_groups(len(off))} ({named})")
+    return out
+
+
+def _groups(n: int, before: str = "") -> str:
+    """`1 group`, `2 more groups`."""
+    return f"{n} {before}group" + ("" if n == 1 else "s")

@@ -23,7 +23,9 @@ tasks' [start, end) intervals (`Busy`), not the window from its first
 start to its last end, which a task with no dependency (a fill issued late
 but ready at cycle 0) stretches over the whole program.  The program's
 cycles are its total, the critical path of the timed schedule; each
-group's `critical` is its share of that path (`nem.runtime.critical_path`).
+group's `critical` is its share of that path (`nem.runtime.critical_path`),
+`critical_by_kind` that share by what its stretches' starts waited for, and
+the report's `critical_path` the path's segments in time order.
 
 A task's location may name more ONNX nodes than its group's: nodes the
 compiler fused into it (`fused[...]`, D-BC-NODES).  They are the group's
@@ -61,7 +63,7 @@ from nem.dialect.ops import RegionOp
 from nem.dialect.semantics.cost import Profile, UnitChars, Work, macs_per_cycle
 from nem.dialect.semantics.units import DEVICE_UNITS, UNIT_TYPES
 from nem.runtime import critical_path
-from nem.runtime.critical_path import Link
+from nem.runtime.critical_path import Link, Segment
 from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl
 
 LATENCY = "latency"
@@ -70,9 +72,6 @@ LATENCY = "latency"
 PLOT_GROUPS = 40
 """The bar chart shows at most this many groups (the longest): a picture of
 ResNet-50's 534 would be 19,000 pixels tall."""
-
-CRITICAL_SHOWN = 5
-"""The text names the groups the critical path spends most cycles in, this many."""
 
 BUSY_ENOUGH = 0.5
 """A unit kind binds a group when its utilization is at least this (D-RT-ROOFLINE)."""
@@ -280,17 +279,34 @@ class Tally:
         self.last: Link | None = None  # the chain of the task that ends last
 
     def add(
-        self, tpl: TaskTpl, utype: str, w: Work, start: int, end: int, after: Link | None
+        self,
+        tpl: TaskTpl,
+        utype: str,
+        w: Work,
+        start: int,
+        end: int,
+        after: Link | None,
+        kind: str = critical_path.START,
     ) -> Link:
         """Count a task run `[start, end)` on a unit of kind `utype`; `after`:
-        the critical-path chain its start waited for; returns its own."""
+        the critical-path chain its start waited for, `kind` how (a
+        `critical_path.KINDS`); returns its own chain."""
         g = self.group_of[tpl.seq_id]
         self.groups[g].add(utype, w, start, end)
         self.total.add(utype, w, start, end)
-        link = critical_path.extend(after, g, start, end)
+        link = critical_path.extend(after, g, start, end, kind)
         if self.last is None or end > self.last.end:
             self.last = link
         return link
+
+    def segments(self) -> list[Segment]:
+        """The critical path in time order, a segment per link, its group
+        numbered among the groups that ran (the report's `groups`)."""
+        index: dict[int, int] = {}
+        for i, g in enumerate(self.groups):
+            if g.tasks:
+                index[i] = len(index)
+        return critical_path.segments(self.last, lambda g: (index[g], self.groups[g].name))
 
 
 @dataclass
@@ -325,6 +341,7 @@ class Row:
     usable_roof: str | None = None
     ideal_bound: float | None = None  # the least work's bound (`ideal_bound`), when asked
     critical: int = 0  # cycles of the program's critical path in its tasks (`critical_path`)
+    critical_by_kind: dict[str, int] = field(default_factory=dict)  # by `critical_path.KINDS`
 
     @property
     def ratio(self) -> float | None:
@@ -355,6 +372,7 @@ class Row:
             "tasks": self.tasks,
             "cycles": self.cycles,
             "critical": self.critical,
+            **({"critical_by_kind": self.critical_by_kind} if self.critical else {}),
             "span": list(self.span),
             "bound": round(self.bound, 3),
             "ratio": None if self.ratio is None else round(self.ratio, 4),
@@ -433,6 +451,7 @@ class Report:
     usable_units: dict[str, int] = field(default_factory=dict)  # `usable_counts`
     profiled: bool = False  # a timing profile overrides D-RT-COST's numbers
     ideal: bool = False  # rows have an `ideal_bound` where the model gave their nodes' work
+    critical_path: list[Segment] = field(default_factory=list)  # in time order
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -443,6 +462,7 @@ class Report:
             "usable_units": self.usable_units,
             "total": self.total.to_json(self.ideal),
             "groups": [g.to_json(self.ideal) for g in self.groups],
+            "critical_path": [s.to_json() for s in self.critical_path],
         }
 
     def kinds(self) -> list[str]:
@@ -457,27 +477,8 @@ class Report:
         return usable if any(n < device[u] for u, n in usable.items()) else {}
 
     def critical_lines(self) -> list[str]:
-        """The groups the critical path spends most cycles in, with their
-        share of the program's cycles (which the path's links add up to),
-        what the others on it hold together, and how many groups it misses
-        (an outside reading, session 42: a list of the largest alone read as
-        the whole path)."""
-        most = sorted((r for r in self.groups if r.critical), key=lambda r: -r.critical)
-        total = self.total.critical
-        shares = [
-            f"{r.name} {r.critical} ({r.critical / total:.0%})" for r in most[:CRITICAL_SHOWN]
-        ]
-        rest = sum(r.critical for r in most[CRITICAL_SHOWN:])
-        if rest:
-            shares.append(
-                f"{_groups(len(most) - CRITICAL_SHOWN, 'more ')} {rest} ({rest / total:.0%})"
-            )
-        out = [f"critical path: {total} cycles: " + ", ".join(shares)]
-        off = [r.name for r in self.groups if not r.critical]
-        if off:
-            named = ", ".join(off[:CRITICAL_SHOWN]) + (", ..." if len(off) > CRITICAL_SHOWN else "")
-            out.append(f"not on the critical path: {_groups(len(off))} ({named})")
-        return out
+        """The text's lines on the critical path (`critical_path.lines`)."""
+        return critical_path.lines(self.groups, self.total.critical_by_kind)
 
     def to_text(self) -> str:
         kinds = self.kinds()
@@ -531,8 +532,9 @@ class Report:
                 "critical path: one longest chain of the run, each task back to what its start",
                 "waited for (a dependency, a wait, a loop's window, or its unit's previous task: a",
                 "group can be on it by queueing alone); its cycles in each group's tasks, the "
-                f"{CRITICAL_SHOWN}",
-                "largest (each group's `critical` in --json)",
+                f"{critical_path.SHOWN}",
+                "largest (each group's `critical` in --json); entered by: its cycles by what each",
+                "stretch in one group started after (`critical_by_kind`, `critical_path` in --json)",
             ]
         if own:
             out.append(
@@ -556,11 +558,6 @@ class Report:
 
 def _counts(units: Mapping[str, int]) -> str:
     return ", ".join(f"{u} x{n}" for u, n in units.items())
-
-
-def _groups(n: int, before: str = "") -> str:
-    """`1 group`, `2 more groups`."""
-    return f"{n} {before}group" + ("" if n == 1 else "s")
 
 
 def shown_bound(bound: float) -> str:
@@ -659,13 +656,16 @@ def report(
     usable = {u: usable.get(u, 0) for u in units} if usable is not None else dict(units)
     on_path = critical_path.by_group(tally.last)
     pairs = []
+    total = row(tally.total, units, total_cycles, usable)
     for i, g in enumerate(tally.groups):
         if g.tasks:
             r = row(g, units, usable=usable)
-            r.critical = on_path.get(i, 0)
+            r.critical_by_kind = on_path.get(i, {})
+            r.critical = sum(r.critical_by_kind.values())
+            for k, n in r.critical_by_kind.items():
+                total.critical_by_kind[k] = total.critical_by_kind.get(k, 0) + n
             pairs.append((g, r))
-    total = row(tally.total, units, total_cycles, usable)
-    total.critical = sum(on_path.values())
+    total.critical = sum(total.critical_by_kind.values())
     if least is not None:
         ideal_bounds(pairs, total, *least)
     return Report(
@@ -677,6 +677,7 @@ def report(
         usable,
         profiled,
         least is not None,
+        tally.segments(),
     )
 
 

@@ -50,6 +50,7 @@ from nem.runtime.checks import (
     Unconsumed,
     join,
 )
+from nem.runtime.critical_path import DEP, UNIT, WAIT, WINDOW
 from nem.runtime.deadlock_report import witness
 from nem.runtime.engine import (
     COMPUTE,
@@ -279,7 +280,7 @@ class Scheduler:
         parent = run.frame
         parent.K = join(parent.K, vc)
         if time > parent.time:
-            parent.time, parent.chain = time, chain
+            parent.time, parent.chain, parent.kind = time, chain, WINDOW
         parent.loop = None
         self.runnable.append(parent)
 
@@ -324,8 +325,8 @@ class Scheduler:
             if tok.end > t:
                 t, chain = tok.end, tok.chain
         frame.K = K
-        frame.time = t
-        frame.chain = chain
+        if t > frame.time:
+            frame.time, frame.chain, frame.kind = t, chain, WAIT
         frame.blocked = None
 
     def _open_iterations(self, run: LoopRun) -> None:
@@ -349,6 +350,7 @@ class Scheduler:
                 i,
                 parent.ords + (i - run.lo,),
                 run.prefix_chain if later else parent.chain,
+                WINDOW if later else parent.kind,
             )
             if run.next > run.hi:
                 run.last_open_vc = f.K
@@ -396,7 +398,7 @@ class Scheduler:
         self.seq += 1
         t = TaskInst(tpl, frame, self.seq)
         t.issue_time = frame.time
-        t.chain = frame.chain
+        t.chain, t.kind = frame.chain, frame.kind
         t.kvc = frame.K
         env_up = self._lookup
         regions: list[RegionInst] = []
@@ -454,7 +456,7 @@ class Scheduler:
         for d in deps:
             if d.end > rt:
                 rt = d.end
-                t.chain = d.chain
+                t.chain, t.kind = d.chain, DEP
         t.ready_time = rt
         if self.policy == "source" and not self.timed and self.choose is None:
             heapq.heappush(self.ready_heap, (t.seq, t))
@@ -554,7 +556,7 @@ class Scheduler:
             best.unit = bu
             best.start = bk[0]
             if best.start > best.ready_time:  # it waited for its unit
-                best.chain = self.unit_chain.get(bu)
+                best.chain, best.kind = self.unit_chain.get(bu), UNIT
             self._chosen = best
             return best
         if self.choose is not None:
@@ -658,7 +660,7 @@ class Scheduler:
             if t.end > self.total_cycles:
                 self.total_cycles = t.end
             if self.roofline is not None:
-                t.chain = self.roofline.add(tpl, unit[1], work, t.start, t.end, t.chain)
+                t.chain = self.roofline.add(tpl, unit[1], work, t.start, t.end, t.chain, t.kind)
                 self.unit_chain[unit] = t.chain
         else:
             t.start = self.steps

@@ -22,6 +22,7 @@ from nem.dialect.semantics.cost import DEFAULT_PROFILE, Profile
 from nem.runtime import roofline, tensor_io
 from nem.runtime import trace as trace_mod
 from nem.runtime.checks import Deadlock, DeadlockError, Race, Unconsumed
+from nem.runtime.critical_path import Segment
 from nem.runtime.engine import CompiledProgram, RunError, default_kernels
 from nem.runtime.inspection import (
     Task,
@@ -561,8 +562,17 @@ class Session:
             (least, price) if least is not None else None,
         )
 
+    def critical_path(self) -> list[Segment]:
+        """The critical path of what has run so far in time order, a segment
+        per change of group (timed mode, D-RT-ROOFLINE; else [])."""
+        tally = self.sched.roofline
+        return tally.segments() if tally is not None else []
+
     def export_trace(self, path: str) -> None:
-        trace_mod.export(self.sched.trace, path, self.program.name, self.sched.mode)
+        """The trace as Chrome JSON or CSV (`.csv`), with the critical path."""
+        trace_mod.export(
+            self.sched.trace, path, self.program.name, self.sched.mode, self.critical_path()
+        )
 
     def __repr__(self) -> str:
         s = self.sched

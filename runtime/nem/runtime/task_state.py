@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nem.runtime.critical_path import START
 from nem.runtime.memory import RegionInst
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class Frame:
         "label",
         "chain",
         "done_chain",
+        "kind",
     )
     # slot of an SSA value (`CompiledProgram.values`) -> its Token or
     # RegionInst, which the compiled program's references tell apart;
@@ -56,9 +58,11 @@ class Frame:
     blocked: list[Token] | None  # tokens waited on
     loop: LoopRun | None  # the LoopRun whose streams this stream waits for
     # the critical-path links that end at `time` and `done_time` (timed mode
-    # with a roofline tally, `nem.runtime.critical_path`; else None)
+    # with a roofline tally, `nem.runtime.critical_path`; else None), and
+    # what `time` waited for (`critical_path.KINDS`: start, wait, window)
     chain: Link | None
     done_chain: Link | None
+    kind: str
 
     def __init__(
         self,
@@ -72,6 +76,7 @@ class Frame:
         index: int | None = None,
         ords: tuple[int, ...] = (),
         chain: Link | None = None,
+        kind: str = START,
     ) -> None:
         self.body = body
         self.pc = 0
@@ -93,6 +98,7 @@ class Frame:
         self.done_time = time
         self.label: str | None = None
         self.chain = self.done_chain = chain
+        self.kind = kind
 
     def iteration(self) -> str:
         """`i=2, j=0` (built once: every task of the stream's trace entry names it)."""
@@ -190,6 +196,7 @@ class TaskInst:
         "unit",
         "issue_time",
         "chain",
+        "kind",
     )
     # set when the task is issued (`Scheduler._issue`); `deps` and `token`
     # are cleared when it completes, `unit` and `engine` set when it is placed
@@ -202,8 +209,10 @@ class TaskInst:
     engine: int | None
     unit: Unit | None
     # the critical-path link ending at its issue time, then at its ready
-    # time, then at its start (`Scheduler`), then its own once it ran
+    # time, then at its start (`Scheduler`), then its own once it ran, and
+    # the kind of that wait (`critical_path.KINDS`)
     chain: Link | None
+    kind: str
 
     def __init__(self, tpl: TaskTpl, frame: Frame, seq: int) -> None:
         self.tpl = tpl

@@ -11,6 +11,13 @@ cycle (step) to one nanosecond: `ts = cycles / 1000` with
 device-wide units such as sDMA) and one named thread per unit instance, and
 is written with sorted keys and no wall-clock data, so the same schedule
 gives byte-identical files.
+
+A timed run's critical path (D-RT-ROOFLINE, `nem.runtime.critical_path`)
+is drawn beside the units: in the JSON a process and thread `critical
+path` with a slice per segment (named by its group, `args.entered_by` what
+its start waited for), in the CSV a row per segment with unit
+`critical-path` (task: the group, op: what its start waited for), in the
+timeline a `critical path` row.
 """
 
 from __future__ import annotations
@@ -19,7 +26,15 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
+
+from nem.runtime.critical_path import Segment
+
+PATH = "critical path"
+"""The name of the critical path's process, thread and timeline row."""
+
+LABELLED = 0.05
+"""The timeline names a critical-path segment this long a share of the path."""
 
 CSV_HEADER = ["step", "task", "op", "iteration", "line", "engine", "unit", "start", "end", "bytes"]
 """The CSV columns; `start`/`end` get the time unit appended (`start_cycle`)."""
@@ -62,17 +77,30 @@ def rows(trace: Iterable[TraceEntry], file: str = "") -> Iterator[list[object]]:
         yield [step, tpl.label, tpl.opcode, it, tpl.line, eng, uname, start, end, nbytes]
 
 
-def to_csv(trace: Iterable[TraceEntry], mode: str = "functional") -> str:
+def to_csv(
+    trace: Iterable[TraceEntry], mode: str = "functional", path: Sequence[Segment] = ()
+) -> str:
+    """The trace's rows, then a `critical-path` row per segment of `path`."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(csv_header(mode))
     for r in rows(trace):
         w.writerow(r)
+    for seg in path:
+        w.writerow(
+            ["", seg.name, seg.entered_by, "", "", "", "critical-path", seg.start, seg.end, ""]
+        )
     return buf.getvalue()
 
 
-def to_chrome(trace: Iterable[TraceEntry], program: str = "nem", mode: str = "functional") -> str:
-    """Chrome trace-event JSON (loads in chrome://tracing and ui.perfetto.dev)."""
+def to_chrome(
+    trace: Iterable[TraceEntry],
+    program: str = "nem",
+    mode: str = "functional",
+    path: Sequence[Segment] = (),
+) -> str:
+    """Chrome trace-event JSON (loads in chrome://tracing and ui.perfetto.dev);
+    `path`: the critical path's segments, a process of their own."""
     pids: dict[str, int] = {}
     tids: dict[tuple[str, str], int] = {}
     events = []
@@ -130,6 +158,27 @@ def to_chrome(trace: Iterable[TraceEntry], program: str = "nem", mode: str = "fu
             }
         )
     events.extend(body)
+    if path:
+        pid = len(pids)
+        meta: list[tuple[str, dict[str, object]]] = [
+            ("process_name", {"name": PATH}),
+            ("process_sort_index", {"sort_index": pid}),
+            ("thread_name", {"name": PATH}),
+        ]
+        events += [{"name": n, "ph": "M", "pid": pid, "tid": 0, "args": a} for n, a in meta]
+        events += [
+            {
+                "name": seg.name,
+                "cat": "critical-path",
+                "ph": "X",
+                "pid": pid,
+                "tid": 0,
+                "ts": seg.start / 1000,
+                "dur": (seg.end - seg.start) / 1000,
+                "args": {"group": seg.group, "entered_by": seg.entered_by},
+            }
+            for seg in path
+        ]
     tunit = time_unit(mode)
     doc = {
         "displayTimeUnit": "ns",
@@ -166,9 +215,19 @@ def to_table(trace: Iterable[TraceEntry], timed: bool) -> str:
 
 
 def export(
-    trace: Iterable[TraceEntry], path: str, program: str = "nem", mode: str = "functional"
+    trace: Iterable[TraceEntry],
+    path: str,
+    program: str = "nem",
+    mode: str = "functional",
+    critical: Sequence[Segment] = (),
 ) -> None:
-    text = to_csv(trace, mode) if str(path).endswith(".csv") else to_chrome(trace, program, mode)
+    """`trace` written to `path` (CSV when it ends in `.csv`, else Chrome
+    JSON), with the critical path's segments `critical`."""
+    text = (
+        to_csv(trace, mode, critical)
+        if str(path).endswith(".csv")
+        else to_chrome(trace, program, mode, critical)
+    )
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(text)
 
@@ -200,9 +259,14 @@ def opcode_colors(opcodes: list[str]) -> dict[str, tuple[float, ...]]:
 
 
 def timeline_png(
-    trace: Sequence[TraceEntry], path: str, title: str = "", mode: str = "timed"
+    trace: Sequence[TraceEntry],
+    path: str,
+    title: str = "",
+    mode: str = "timed",
+    critical: Sequence[Segment] = (),
 ) -> None:
-    """A Gantt chart (one row per engine/unit); needs matplotlib."""
+    """A Gantt chart (one row per engine/unit, and a last `critical path`
+    row of `critical`'s segments, `path_row`); needs matplotlib."""
     try:
         import matplotlib
 
@@ -221,7 +285,7 @@ def timeline_png(
     for _step, tpl, _it, unit, start, end, _n in trace:
         rows = bars.setdefault(tpl.opcode, {})
         rows.setdefault(lanes[unit], []).append((start, max(end - start, 1)))
-    fig, ax = plt.subplots(figsize=(12, 1 + 0.5 * max(len(lanes), 1)))
+    fig, ax = plt.subplots(figsize=(12, 1 + 0.5 * max(len(lanes) + bool(critical), 1)))
     colors = opcode_colors(sorted(bars))
     for opcode, by_row in sorted(bars.items()):
         for j, (row, spans) in enumerate(sorted(by_row.items())):
@@ -231,8 +295,12 @@ def timeline_png(
                 facecolors=colors[opcode],
                 label=opcode if j == 0 else None,
             )
-    ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels([lane_label(u) for u in units])
+    labels = [lane_label(u) for u in units]
+    if critical:
+        path_row(ax, critical, len(lanes))
+        labels.append(PATH)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels)
     ax.invert_yaxis()
     ax.set_xlabel(f"{time_unit(mode)}s")
     ax.set_title(title)
@@ -240,3 +308,29 @@ def timeline_png(
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def path_row(ax: Any, critical: Sequence[Segment], row: int) -> None:
+    """The critical path's segments as timeline row `row`: two shades of grey
+    alternating at each change of group, a segment named where it is at
+    least `LABELLED` of the path (so a path of thousands stays legible)."""
+    shades = ("dimgray", "darkgray")
+    spans: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
+    for k, seg in enumerate(critical):
+        spans[k % 2].append((seg.start, max(seg.end - seg.start, 1)))
+    for k, shade in enumerate(shades):
+        if not spans[k]:
+            continue
+        label = f"{PATH} (a shade per group)" if k == 0 else None
+        ax.broken_barh(spans[k], (row - 0.4, 0.8), facecolors=shade, label=label)
+    length = critical[-1].end - critical[0].start
+    for seg in critical:
+        if seg.end - seg.start >= LABELLED * length:
+            ax.text(
+                (seg.start + seg.end) / 2,
+                row,
+                seg.name,
+                ha="center",
+                va="center",
+                fontsize="x-small",
+            )
