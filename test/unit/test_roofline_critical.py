@@ -221,7 +221,9 @@ def test_a_stretch_after_its_units_previous_task_is_entered_by_unit(tmp_path):
     seg_a, seg_b = (g.name for g in rep.groups)
     assert _check_path(rep, cycles) == [(seg_a, "start"), (seg_b, "unit")]
     assert rep.total.critical_by_kind == {"start": cycles // 2, "unit": cycles // 2}
-    assert "entered by: dep 0%, unit 50%, wait 0%, window 0%, start 50%" in rep.to_text()
+    assert (
+        "entered by: dep 0%, unit 50%, wait 0%, window 0%, loop-end 0%, start 50%" in rep.to_text()
+    )
 
 
 def test_a_stretch_after_a_wait_is_entered_by_wait(tmp_path):
@@ -237,7 +239,7 @@ def test_a_loops_window_enters_its_next_iteration_and_what_follows(tmp_path):
     before completes, so its copy starts after the window (the scheduler
     hands the tally `window` for it; on the path the loop is one stretch, a
     group's consecutive tasks merged); the copy after the loop starts when
-    the last iteration closed it: entered by `window` on the path."""
+    the last iteration ended: entered by `loop-end`, on the path too."""
     text = HEAD + "loop i in [0..2] @max_in_flight(1):\n"
     text += "  " + _at("t", 0, BIG, 0).replace("region(S, 0,", "region(S, i * 65536,")
     text += "  wait(t)\nendloop\n" + _at("b", 3 * BIG, BIG, 1) + "wait(b)\n"
@@ -247,10 +249,10 @@ def test_a_loops_window_enters_its_next_iteration_and_what_follows(tmp_path):
     add = tally.add
     tally.add = lambda tpl, *a: (kinds.append((tpl.label, a[-1])), add(tpl, *a))[1]
     result = s.run_to_end()
-    assert kinds == [("t", "start"), ("t", "window"), ("t", "window"), ("b", "window")]
+    assert kinds == [("t", "start"), ("t", "window"), ("t", "window"), ("b", "loop-end")]
     rep = s.roofline()
     loop, seg = (g.name for g in rep.groups)
-    assert _check_path(rep, result.cycle_count) == [(loop, "start"), (seg, "window")]
+    assert _check_path(rep, result.cycle_count) == [(loop, "start"), (seg, "loop-end")]
 
 
 def test_the_json_has_the_path_and_each_groups_kinds(capsys):

@@ -31,11 +31,13 @@ UNIT = "unit"
 WAIT = "wait"
 """... when the token a `wait` or a `.sync` task waited for completed."""
 WINDOW = "window"
-"""... when the iteration that closed a loop's window completed (or the
-loop's last stream ended, for the statements after it)."""
+"""... when the iteration that closed a loop's window completed (its task's
+iteration opened then)."""
+AFTER_LOOP = "loop-end"
+"""... when a loop's last iteration ended (the statements after the loop)."""
 START = "start"
 """... at cycle 0."""
-KINDS = (DEP, UNIT, WAIT, WINDOW, START)
+KINDS = (DEP, UNIT, WAIT, WINDOW, AFTER_LOOP, START)
 """The kinds, in the order the report prints them."""
 
 SHOWN = 5
@@ -103,7 +105,7 @@ def segments(last: Link | None, name: Callable[[int], tuple[int, str]]) -> list[
 
 def entered_by(cycles: dict[str, int]) -> str:
     """The text's line: the path's cycles by kind, as shares of them
-    (`entered by: dep 61%, unit 12%, wait 20%, window 7%, start 0%`)."""
+    (`entered by: dep 61%, unit 12%, wait 20%, window 7%, loop-end 0%, start 0%`)."""
     total = sum(cycles.values())
     return "entered by: " + ", ".join(f"{k} {cycles.get(k, 0) / total:.0%}" for k in KINDS)
 

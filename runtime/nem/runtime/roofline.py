@@ -530,11 +530,12 @@ class Report:
         if self.total.critical:
             out += [
                 "critical path: one longest chain of the run, each task back to what its start",
-                "waited for (a dependency, a wait, a loop's window, or its unit's previous task: a",
-                "group can be on it by queueing alone); its cycles in each group's tasks, the "
-                f"{critical_path.SHOWN}",
-                "largest (each group's `critical` in --json); entered by: its cycles by what each",
-                "stretch in one group started after (`critical_by_kind`, `critical_path` in --json)",
+                "waited for (a dependency, a wait, a loop's window or end, or its unit's previous",
+                "task: a group can be on it by queueing alone); its cycles in each group's tasks,",
+                f"the {critical_path.SHOWN} largest (each group's `critical` in --json); entered by: "
+                "the path's",
+                "cycles by what each stretch in one group started after (`critical_by_kind`,",
+                "`critical_path` in --json)",
             ]
         if own:
             out.append(

@@ -50,7 +50,7 @@ from nem.runtime.checks import (
     Unconsumed,
     join,
 )
-from nem.runtime.critical_path import DEP, UNIT, WAIT, WINDOW
+from nem.runtime.critical_path import AFTER_LOOP, DEP, UNIT, WAIT, WINDOW
 from nem.runtime.deadlock_report import witness
 from nem.runtime.engine import (
     COMPUTE,
@@ -280,7 +280,7 @@ class Scheduler:
         parent = run.frame
         parent.K = join(parent.K, vc)
         if time > parent.time:
-            parent.time, parent.chain, parent.kind = time, chain, WINDOW
+            parent.time, parent.chain, parent.kind = time, chain, AFTER_LOOP
         parent.loop = None
         self.runnable.append(parent)
 
