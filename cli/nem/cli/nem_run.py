@@ -735,7 +735,7 @@ def _summary(r: RunResult, races_checked: bool) -> None:
     print(f"status: {r.status}")
     print(f"tasks run: {r.tasks_run}" + (f" ({counts})" if counts else ""))
     for line, n in sorted(r.max_active_iterations.items()):
-        print(f"loop at line {line}: at most {n} iterations in flight")
+        print(f"loop at line {line}: at most {n} iteration{'' if n == 1 else 's'} in flight")
     if r.cycle_count is not None:
         print(f"total cycles: {r.cycle_count}")
         print(f"{'unit':<14}{'busy':>10}  utilization")

@@ -32,9 +32,12 @@ WAIT = "wait"
 """... when the token a `wait` or a `.sync` task waited for completed."""
 WINDOW = "window"
 """... when the iteration that closed a loop's window completed (its task's
-iteration opened then)."""
+iteration opened then): on the path only where that iteration's task is of
+another group (a loop's tasks are mostly one group's, one stretch)."""
 AFTER_LOOP = "loop-end"
-"""... when a loop's last iteration ended (the statements after the loop)."""
+"""... when a loop ended, for the statements after it: its last iteration
+opened and passed its waits (NEM's loop end, `semantics.LOOP_END`: its
+tasks may still run), so what put it there is the loop's windows or waits."""
 START = "start"
 """... at cycle 0."""
 KINDS = (DEP, UNIT, WAIT, WINDOW, AFTER_LOOP, START)
@@ -104,10 +107,14 @@ def segments(last: Link | None, name: Callable[[int], tuple[int, str]]) -> list[
 
 
 def entered_by(cycles: dict[str, int]) -> str:
-    """The text's line: the path's cycles by kind, as shares of them
-    (`entered by: dep 61%, unit 12%, wait 20%, window 7%, loop-end 0%, start 0%`)."""
+    """The text's line: the path's cycles by kind, the kinds with any, each
+    with its share (`entered by: dep 610 (61%), wait 200 (20%), start 190
+    (19%)`): the cycles add up to the path's where rounded shares may not
+    (an outside reading, session 43)."""
     total = sum(cycles.values())
-    return "entered by: " + ", ".join(f"{k} {cycles.get(k, 0) / total:.0%}" for k in KINDS)
+    return "entered by: " + ", ".join(
+        f"{k} {cycles[k]} ({cycles[k] / total:.0%})" for k in KINDS if cycles.get(k)
+    )
 
 
 class OnPath(Protocol):

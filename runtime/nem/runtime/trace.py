@@ -33,8 +33,9 @@ from nem.runtime.critical_path import Segment
 PATH = "critical path"
 """The name of the critical path's process, thread and timeline row."""
 
-LABELLED = 0.05
-"""The timeline names a critical-path segment this long a share of the path."""
+CHAR_PX = 6
+"""The width of a character of the timeline's smallest text, in pixels (at
+its 100 dpi): a critical-path segment is named only where its name fits."""
 
 CSV_HEADER = ["step", "task", "op", "iteration", "line", "engine", "unit", "start", "end", "bytes"]
 """The CSV columns; `start`/`end` get the time unit appended (`start_cycle`)."""
@@ -304,33 +305,49 @@ def timeline_png(
     ax.invert_yaxis()
     ax.set_xlabel(f"{time_unit(mode)}s")
     ax.set_title(title)
-    ax.legend(loc="upper right", fontsize="small")
+    # beside the rows, not over them (an outside reading, session 43: it hid bars)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     fig.tight_layout()
+    if critical:  # named once the layout has fixed the row's width
+        path_labels(ax, critical, len(lanes))
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
 def path_row(ax: Any, critical: Sequence[Segment], row: int) -> None:
-    """The critical path's segments as timeline row `row`: two shades of grey
-    alternating at each change of group, a segment named where it is at
-    least `LABELLED` of the path (so a path of thousands stays legible)."""
-    shades = ("dimgray", "darkgray")
+    """The critical path's segments as timeline row `row`, black and white
+    alternating at each segment (each a change of group; colours the opcodes'
+    palettes never give)."""
     spans: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
     for k, seg in enumerate(critical):
         spans[k % 2].append((seg.start, max(seg.end - seg.start, 1)))
-    for k, shade in enumerate(shades):
-        if not spans[k]:
-            continue
-        label = f"{PATH} (a shade per group)" if k == 0 else None
-        ax.broken_barh(spans[k], (row - 0.4, 0.8), facecolors=shade, label=label)
+    for k, shade in enumerate(("black", "white")):
+        if spans[k]:
+            label = f"{PATH} (a segment per change of group)" if k == 0 else None
+            ax.broken_barh(
+                spans[k], (row - 0.4, 0.8), facecolors=shade, edgecolors="black", label=label
+            )
+
+
+def path_labels(ax: Any, critical: Sequence[Segment], row: int) -> None:
+    """Each segment of `path_row` named with what entered it (`name <-
+    kind`), or by its name alone, where that fits in it at the axes' final
+    width (so a path of thousands of segments stays legible)."""
     length = critical[-1].end - critical[0].start
-    for seg in critical:
-        if seg.end - seg.start >= LABELLED * length:
+    px = ax.get_window_extent().width / max(length, 1)
+    for k, seg in enumerate(critical):
+        room = (seg.end - seg.start) * px
+        text = next(
+            (t for t in (f"{seg.name} <- {seg.entered_by}", seg.name) if len(t) * CHAR_PX <= room),
+            None,
+        )
+        if text is not None:
             ax.text(
                 (seg.start + seg.end) / 2,
                 row,
-                seg.name,
+                text,
                 ha="center",
                 va="center",
                 fontsize="x-small",
+                color="white" if k % 2 == 0 else "black",
             )
