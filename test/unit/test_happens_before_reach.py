@@ -3,7 +3,7 @@ through deps") against a plain breadth-first search over the tasks' dep
 tokens, on random programs: every ordered pair of tasks, with windows small
 enough that most answers come from the backward search beyond the window,
 and with the default window (issue 30: the per-task bit set is a window now,
-not every earlier task).
+not every earlier task); `Structure.reached_deps` against the same search.
 RULE: HAZ-01
 """
 
@@ -80,15 +80,21 @@ def _bfs_reaches(program: ProgramOp) -> set[tuple[TaskOp, TaskOp]]:
     return out
 
 
-@pytest.mark.parametrize("window", [1, 2, 3, 7, Structure.reach_window])
-@pytest.mark.parametrize("seed", range(12))
-def test_dep_reaches_matches_a_plain_search(seed: int, window: int):
+def _random_structure(seed: int, window: int) -> tuple[str, set[tuple[TaskOp, TaskOp]], Structure]:
+    """A random program (`_program`), the plain search's pairs, and its
+    `Structure` with `window`."""
     rnd = random.Random(seed)
     src = _program(rnd, rnd.randint(5, 60))
     program = next(o for o in parse_nem(src, "reach.nem").walk() if isinstance(o, ProgramOp))
-    expected = _bfs_reaches(program)
     s = Structure(program)
     s.reach_window = window
+    return src, _bfs_reaches(program), s
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 7, Structure.reach_window])
+@pytest.mark.parametrize("seed", range(12))
+def test_dep_reaches_matches_a_plain_search(seed: int, window: int):
+    src, expected, s = _random_structure(seed, window)
     tasks = list(s.tasks.values())
     for a in tasks:
         for b in tasks:
@@ -98,6 +104,25 @@ def test_dep_reaches_matches_a_plain_search(seed: int, window: int):
                 window,
                 src,
             )
+
+
+@pytest.mark.parametrize("window", [1, 3, Structure.reach_window])
+@pytest.mark.parametrize("seed", range(12))
+def test_reached_deps_are_the_deps_another_dep_reaches(seed: int, window: int):
+    """`Structure.reached_deps` (D-NEM-SPLIT-TRANSFERS, session 43): a task's
+    deps that another of its deps reaches, by the plain search, among those
+    within the window of the task (a farther one is never reported)."""
+    src, expected, s = _random_structure(seed, window)
+    tasks = list(s.tasks.values())
+    rank = {t: k for k, t in enumerate(tasks)}
+    for t in tasks:
+        want = {
+            d
+            for d in t.deps
+            if 0 < rank[t] - rank[d] <= window
+            and any((d.op, e.op) in expected for e in t.deps if e is not d)
+        }
+        assert s.reached_deps(t) == want, (t.op.token_name(), window, src)
 
 
 def test_a_long_chain_keeps_a_window_per_task():

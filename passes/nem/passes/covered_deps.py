@@ -1,6 +1,8 @@
 """Deps that a barrier already covers, dropped where they hold a token
 across the loops before their task (decision D-NEM-SPLIT-TRANSFERS,
-session 40), before `nem-split-transfers` shares out the live tokens.
+session 40), before `nem-split-transfers` shares out the live tokens; and
+a transfer's deps that another of its deps reaches through deps
+(`drop_reached_deps`, session 43).
 
 A task in a loop body may name a token from outside the body (a later
 layer's tile loop reading what an earlier layer staged in L1).  The token is
@@ -44,7 +46,7 @@ dropping covered wait operands too slowed DenseNet-121 (1,121,223 ->
 from __future__ import annotations
 
 from nem.analysis.happens_before import Structure
-from nem.dialect.ops import ProgramOp
+from nem.dialect.ops import ProgramOp, TransferOp
 
 
 def drop_covered_loop_deps(program: ProgramOp) -> int:
@@ -75,4 +77,37 @@ def drop_covered_loop_deps(program: ProgramOp) -> int:
             keep.append(d)
         if len(keep) != len(deps):
             st.op.set_deps(keep)
+    return dropped
+
+
+def drop_reached_deps(program: ProgramOp) -> int:
+    """Drop, from each transfer of `program`'s own block (in no loop), the
+    deps on tasks that another of its deps reaches through deps
+    (`Structure.reached_deps`); how many were dropped (D-NEM-SPLIT-TRANSFERS,
+    session 43).  The transfer is issued after that other dep completes,
+    which completes after them (D-HAZ-ORDER): the happens-before relation
+    is the same, and the dropped tokens die at their earlier uses.  Each
+    token keeps a use: the first task that names it keeps it (another of
+    that task's deps reaching it would do so through an earlier one naming
+    it).  A layer's
+    input load names the previous layers' stores it reads (RAW through
+    DDR) and the border strips stored after them on the same engine's
+    fill chain, which reach them (Inception v1's inception_4b loads, after
+    block 4a's 13x13 parts: 15 tokens of 32 held across the MaxPool n63,
+    whose engine 0 input copy then ran whole on one DMA).  Transfers only:
+    dropping a compute task's reached deps too freed a bias copy's token
+    across SqueezeNet's fire4 (n18-n22), where the split then gave it to a
+    DDR copy and took a slice from a store (144,266 -> 144,534 cycles).
+    One build of the happens-before facts; each task's question
+    O(deps)."""
+    s = Structure(program)
+    dropped = 0
+    for st in list(s.tasks.values()):
+        if st.loops or type(st.op) is not TransferOp:
+            continue
+        gone = {d.op for d in s.reached_deps(st)}
+        if gone:
+            deps = list(st.op.deps)
+            st.op.set_deps([d for d in deps if d.owner not in gone])
+            dropped += len(gone)
     return dropped

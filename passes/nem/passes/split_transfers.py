@@ -75,7 +75,13 @@ convolution loads, held from the first part's load to the last); and after
 the tokens are shared out, those the split left at the limit beside a copy
 it left whole, where the wait holds back no copy behind it by the static
 estimate of when tasks end (`retire_crowded`, `stalls`), the block then
-shared again.  Slices are not split again (`split_already`), and
+shared again.  In the program's own block, after the retire rules and
+before the sharing, a transfer's deps that another of its deps reaches
+through deps are dropped (`drop_reached_deps`, session 43: the same
+happens-before relation, the tokens dying at their earlier uses; a
+layer's input loads named the earlier layer's stores that a later store
+they name follows, 4 of 32 tokens held across a MaxPool whose engine 0
+copies then ran whole).  Slices are not split again (`split_already`), and
 `retire_shared` asks the counts before the split (`unsplit_counts`) and
 takes no wait the retire rules added for a stretch of the stream
 (`stops_stream`): run on its own output, the pass changes nothing on the
@@ -125,7 +131,7 @@ from nem.dialect.ops import (
     programs,
 )
 from nem.dialect.semantics.cost import UnitChars
-from nem.passes.covered_deps import drop_covered_loop_deps
+from nem.passes.covered_deps import drop_covered_loop_deps, drop_reached_deps
 from nem.passes.finish_times import FinishTimes
 from nem.passes.forward_fills import declared_names
 from nem.passes.split_retire import (
@@ -347,6 +353,11 @@ class Choice:
         if retire_shared(
             live, min(self.retire_below, self.min_piece), self.at_limit(block, budget)
         ):
+            live = block_liveness(block, self.ev, bodies=False)
+        # a transfer's deps that another of its deps reaches, in the
+        # program's own block, after the retire rules (session 43)
+        program = block.parent_op()
+        if budget is not None and isinstance(program, ProgramOp) and drop_reached_deps(program):
             live = block_liveness(block, self.ev, bodies=False)
         counts = live.counts()  # the block's own tokens; its loops' added below
         least = int(
