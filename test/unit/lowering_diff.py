@@ -120,6 +120,22 @@ def before(
     return edit
 
 
+def assert_old_pipeline(
+    edit: Callable[[Steps], Steps],
+    dropped: type[ModulePass],
+    table: dict[type[Operation], Handler],
+) -> None:
+    """`edit` (a `before`) leaves `dropped` out of `lower-to-nem`'s steps and
+    converts with `table`: a differential test with it compares with the
+    old pipeline, not the new one with itself."""
+    steps = LowerToNemPass(device="npm_pro_x1", remarks=True).pipeline()
+    edited = edit(steps)
+    assert any(isinstance(p, dropped) for p in steps)
+    assert not any(isinstance(p, dropped) for p in edited)
+    (conversion,) = [p for p in edited if isinstance(p, PreparedConversionPass)]
+    assert conversion.handlers() is table
+
+
 WITH_ADD_SUB: dict[type[Operation], Handler] = {
     **HANDLERS,
     arith.AddiOp: lower_index_binop,

@@ -21,7 +21,15 @@ from pathlib import Path
 import async_sources as src
 import pytest
 from async_params import AsyncProgram
-from lowering_diff import INPUTS, LIT_MLIR, MLIR_INPUTS, before, entries_in, lower
+from lowering_diff import (
+    INPUTS,
+    LIT_MLIR,
+    MLIR_INPUTS,
+    assert_old_pipeline,
+    before,
+    entries_in,
+    lower,
+)
 from xdsl.dialects import affine
 from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Operation, SSAValue
@@ -35,7 +43,6 @@ from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.handlers import HANDLERS
 from nem.passes.lowering.memref_hints import in_kernel
-from nem.passes.lowering.passes import LowerToNemPass, PreparedConversionPass
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.state import BlockState, Handler, Lowering
 from nem.passes.lowering.tile_loops import is_tile_loop
@@ -155,12 +162,7 @@ def test_the_comparison_is_with_the_old_pipeline() -> None:
     """The edited steps leave the pass out and convert with the old table,
     and some inputs with async ops lower: else the differential tests below
     would compare the new pipeline with itself, or errors with errors."""
-    steps = LowerToNemPass(device="npm_pro_x1", remarks=True).pipeline()
-    edited = _before(steps)
-    assert any(isinstance(p, InlineAsyncExecutesPass) for p in steps)
-    assert not any(isinstance(p, InlineAsyncExecutesPass) for p in edited)
-    (conversion,) = [p for p in edited if isinstance(p, PreparedConversionPass)]
-    assert conversion.handlers() is BEFORE
+    assert_old_pipeline(_before, InlineAsyncExecutesPass, BEFORE)
     lowered = [
         (p.name, e)
         for p in WITH_ASYNC

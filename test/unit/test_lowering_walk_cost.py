@@ -119,7 +119,7 @@ def test_lower_to_nem_prepares_its_input_once():
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
 
     steps = LowerToNemPass(entry="f").pipeline()
-    assert [p.name for p in steps[:16]] == [
+    assert [p.name for p in steps[:17]] == [
         "nem-raise-scf-for",
         "nem-drop-dead-arith",
         "nem-check-input-ranges",
@@ -135,9 +135,10 @@ def test_lower_to_nem_prepares_its_input_once():
         "nem-mark-tile-loops",
         "nem-fold-index-arith",
         "nem-inline-async-executes",
+        "nem-check-task-control-flow",
         "convert-affine-to-nem",
     ]
     # the module-wide scf raise has no entry; every other step gets the pipeline's
-    assert [getattr(p, "entry", None) for p in steps[:16]] == [None] + ["f"] * 15
+    assert [getattr(p, "entry", None) for p in steps[:17]] == [None] + ["f"] * 16
     assert not [p for p in steps if isinstance(p, ConvertAffineToNemPass) and p.prepare]
     assert ConvertAffineToNemPass().prepare

@@ -38,6 +38,7 @@ def _passes() -> dict[str, type[ModulePass]]:
         RaiseScfForPass,
     )
     from nem.passes.lowering.reroll import RerollPipelinesPass
+    from nem.passes.lowering.task_control_flow import CheckTaskControlFlowPass
     from nem.passes.lowering.view_ops import RewriteViewsPass
     from nem.passes.share_buffers import ShareBuffersPass
     from nem.passes.share_fills import ShareConstantFillsPass
@@ -65,6 +66,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 MarkTileLoopsPass,
                 FoldIndexArithPass,
                 InlineAsyncExecutesPass,
+                CheckTaskControlFlowPass,
                 ConvertAffineToNemPass,
                 LowerToNemPass,
                 ForwardZeroFillsPass,

@@ -5,13 +5,12 @@ listed here is lowered by its base's handler (`Lowerer.handler_of`)."""
 
 from __future__ import annotations
 
-from xdsl.dialects import affine, scf
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Operation
 
 from nem.dialect.kernel_op import KernelOp
 from nem.dialect.scope_op import ScopeOp
-from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.passes.lowering import (
     compute,
     index_ops,
@@ -19,28 +18,9 @@ from nem.passes.lowering import (
     memory_ops,
     memref_views,
     outline_kernels,
-    scf_loops,
 )
-from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.escape import LINALG_OPS
-from nem.passes.lowering.reroll import last_iteration
 from nem.passes.lowering.state import BlockState, Handler, Lowering
-
-
-def reject_control_flow(lw: Lowering, op: Operation, st: BlockState) -> None:
-    raise reject(
-        op,
-        "control flow other than affine.for is not supported at task level",
-        "keep conditionals inside a compute loop nest (its kernel runs them)",
-    )
-
-
-def lower_execute_region(lw: Lowering, op: scf.ExecuteRegionOp, st: BlockState) -> None:
-    """Only the last iteration of a re-rolled pipelined loop, which that
-    loop's handler lowered (`reroll.last_iteration`, D-LOW-PIPE)."""
-    prev = op.prev_op
-    if not (isinstance(prev, affine.ForOp) and last_iteration(prev) is op):
-        reject_control_flow(lw, op, st)
 
 
 def lower_scope(lw: Lowering, op: ScopeOp, st: BlockState) -> None:
@@ -62,14 +42,6 @@ def lower_scope(lw: Lowering, op: ScopeOp, st: BlockState) -> None:
             ctx.env[r] = ctx.index(v, yielded)
 
 
-def _control_flow_ops() -> list[type[Operation]]:
-    from xdsl.dialects import cf
-
-    ops: list[type[Operation]] = [AffineIfOp, affine.ParallelOp]
-    ops += list(scf.Scf.operations) + list(cf.Cf.operations)
-    return ops
-
-
 HANDLERS: dict[type[Operation], Handler] = {
     **index_ops.HANDLERS,
     **memory_ops.HANDLERS,
@@ -81,9 +53,10 @@ HANDLERS: dict[type[Operation], Handler] = {
     # affine accesses (`affine_ssa_maps`): the driver finds a subclass's
     # handler by its MRO (`Lowerer.handler_of`)
     **{cls: compute.lower_linalg for cls in LINALG_OPS},
-    **{cls: reject_control_flow for cls in _control_flow_ops()},
-    **scf_loops.HANDLERS,
-    scf.ExecuteRegionOp: lower_execute_region,
+    # no other control flow (`scf`, `cf`, `affine.if`, `affine.parallel`):
+    # `nem-check-task-control-flow` rejected it first (D-LOW-TASK-CF)
+    scf.ExecuteRegionOp: memory_ops.ignore,  # a re-rolled loop's last iteration, lowered
+    # with the loop (`loops.lower_loop`, D-LOW-PIPE)
     KernelOp: outline_kernels.lower_kernel,  # D-LOW-OUTLINE
     ScopeOp: lower_scope,  # D-LOW-ASYNC-INLINE
 }

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import affine
+from xdsl.dialects import affine, scf
 from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
@@ -209,24 +209,30 @@ def partial_of(
     rerolled = is_rerolled(op)
     tail = last_iteration(op) if rerolled else None
     if tail is not None:
-        # its first op (past `%last` and the stage-0 starts on it)
-        last = tail.region.block.first_op
-        assert last is not None
-        return next(
-            (
-                o
-                for o in tail.region.block.ops
-                if not is_index_arith(o)
-                and not (isinstance(o, AffineDmaStartOp) and last.results[0] in o.operands)
-            ),
-            tail,
-        )
+        return tail_partial(tail)
     if rerolled:
         # upstream rounds a pipelined loop's upper bound up to whole steps:
         # only the min/max bounds of its body tell a partial last tile
         return nonuniform_minmax(op, lb, step, trip, env)
     ub = pick_minmax(evaluate(op, op.upperBoundMap.data, tuple(op.upperBoundOperands)), True)
     return partial_tile_op(op, lb, ub, step, trip, env)
+
+
+def tail_partial(tail: scf.ExecuteRegionOp) -> Operation:
+    """The op of a re-rolled loop's last iteration `tail` where a failure to
+    lower it is reported: its first op past `%last` and the stage-0 starts
+    on it, else `tail`."""
+    last = tail.region.block.first_op
+    assert last is not None
+    return next(
+        (
+            o
+            for o in tail.region.block.ops
+            if not is_index_arith(o)
+            and not (isinstance(o, AffineDmaStartOp) and last.results[0] in o.operands)
+        ),
+        tail,
+    )
 
 
 def full_tile_count(trip: int, partial: Operation | None, tail: Operation | None) -> int:
@@ -273,23 +279,33 @@ def peeled(
             last_tile()
             check_narrowed(scope)
     except NemDiagnosticError as e:
-        if any("peeling the last iteration" in d.message for d in e.diagnostics):
-            raise  # an inner peeled loop already explains it
-        why = "; ".join(d.message.removeprefix("cannot lower ") for d in e.diagnostics)
-        head = (
-            "the operands of this affine.min/max differ across iterations (a partial tile)"
-            if partial.name in MINMAX_OPS
-            else "max/min loop bounds (partial tiles) are not supported"
-            if isinstance(partial, affine.ForOp)
-            else "the epilogue of a pipelined loop that differs from its body (its last "
-            "iteration) is lowered on its own"
-        )
-        raise reject(
-            partial,
-            f"{head}: peeling the last iteration of the loop at {SourceLoc.of(op)} fails: {why}",
-            "choose tile sizes that divide the iteration space",
-        ) from None
+        failure = peel_failure(op, partial, e)
+        if failure is e:
+            raise
+        raise failure from None
     lw.ctx.summary.notes.append(f"loop at {SourceLoc.of(op)}: partial last tile peeled")
+
+
+def peel_failure(op: affine.ForOp, partial: Operation, e: NemDiagnosticError) -> NemDiagnosticError:
+    """The error of loop `op`, peeled at `partial` (`partial_of`), whose
+    copies failed to lower with `e`: at `partial`, with the inner reason;
+    `e` itself when an inner peeled loop already explains it."""
+    if any("peeling the last iteration" in d.message for d in e.diagnostics):
+        return e
+    why = "; ".join(d.message.removeprefix("cannot lower ") for d in e.diagnostics)
+    head = (
+        "the operands of this affine.min/max differ across iterations (a partial tile)"
+        if partial.name in MINMAX_OPS
+        else "max/min loop bounds (partial tiles) are not supported"
+        if isinstance(partial, affine.ForOp)
+        else "the epilogue of a pipelined loop that differs from its body (its last "
+        "iteration) is lowered on its own"
+    )
+    return reject(
+        partial,
+        f"{head}: peeling the last iteration of the loop at {SourceLoc.of(op)} fails: {why}",
+        "choose tile sizes that divide the iteration space",
+    )
 
 
 HANDLERS: dict[type[Operation], Handler] = {affine.ForOp: lower_for}

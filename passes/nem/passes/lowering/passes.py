@@ -30,6 +30,9 @@
         nem-inline-async-executes{entry=F}         (D-LOW-ASYNC-INLINE: async.execute ->
                                                     nem_lowering.scope, value awaits -> the
                                                     payload, loop-carried tokens dropped)
+        nem-check-task-control-flow{entry=F}       (D-LOW-TASK-CF: scf, cf, affine.if,
+                                                    affine.parallel where tasks are lowered
+                                                    one by one rejected)
         convert-affine-to-nem{memory-spaces=M device=D entry=F remarks=R weights=W
                               pipeline-tiles=P}    (its own preparation skipped: done above)
         nem-check-lowered{declarations-only=true}  (regions within buffers, before ordering)
@@ -102,6 +105,7 @@ from nem.passes.lowering.prepare import (
 )
 from nem.passes.lowering.reroll import RerollPipelinesPass
 from nem.passes.lowering.state import Handler
+from nem.passes.lowering.task_control_flow import CheckTaskControlFlowPass
 from nem.passes.lowering.view_ops import RewriteViewsPass
 from nem.passes.pass_context import driver_options, report
 from nem.passes.share_fills import ShareConstantFillsPass
@@ -157,6 +161,7 @@ def preparation(
         MarkTileLoopsPass(entry),
         FoldIndexArithPass(entry),
         InlineAsyncExecutesPass(entry),
+        CheckTaskControlFlowPass(entry),
     )
 
 
@@ -177,8 +182,8 @@ class ConvertAffineToNemPass(LoweringOptions):
     `nem-check-input-ranges`, `nem-reroll-pipelines`, `nem-raise-memref-dmas`,
     `nem-outline-kernels`, `nem-drop-memref-hints`, `nem-drop-async-groups`,
     `nem-drop-token-awaits`, `nem-rewrite-views`, `nem-declare-buffers`,
-    `nem-declare-allocations`, `nem-mark-tile-loops`, `nem-fold-index-arith` and
-    `nem-inline-async-executes` (`preparation`), so that run alone
+    `nem-declare-allocations`, `nem-mark-tile-loops`, `nem-fold-index-arith`,
+    `nem-inline-async-executes` and `nem-check-task-control-flow` (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).

@@ -8,16 +8,16 @@ before the conversion (`nem-raise-scf-for`,
 when its trip count is static (D-LOW-LOOP), a compute task when it is a
 pure nest.  The bounds need not be constants: a bound that is an affine
 value of outer loop variables (a tile offset) works when the trip count
-does not depend on them, else the `affine.for` diagnostics apply.
+does not depend on them, else the `affine.for` diagnostics apply.  An
+`scf.for` left where the conversion lowers ops one by one is rejected by
+`nem-check-task-control-flow` (D-LOW-TASK-CF).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from xdsl.dialects import affine, arith, scf
 from xdsl.dialects.builtin import AffineMapAttr, IndexType, IntegerAttr, ModuleOp, StringAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -27,10 +27,6 @@ from xdsl.pattern_rewriter import (
 
 from nem.dialect.per_class import subclass_table
 from nem.dialect.view_op import REPLACES
-from nem.passes.lowering.diagnostics import reject
-
-if TYPE_CHECKING:
-    from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 
 def _constant(v: SSAValue) -> int | None:
@@ -85,22 +81,3 @@ def has_scf_for(module: ModuleOp) -> bool:
     `isinstance` runs Python code)."""
     is_for = subclass_table(scf.ForOp)
     return any(is_for[type(op)] for op in module.walk())
-
-
-def reject_scf_for(lw: Lowering, op: scf.ForOp, st: BlockState) -> None:
-    """The `scf.for`s left at task level: not over `index`, or no constant
-    positive step."""
-    why = (
-        f"its induction variable is {op.lb.type}, not index"
-        if not isinstance(op.lb.type, IndexType)
-        else "its step is not a positive constant"
-    )
-    raise reject(
-        op,
-        f"scf.for is not supported here: {why}; a NEM loop needs an index "
-        "variable and a constant positive step (D-LOW-SCF)",
-        "loop over index with an arith.constant step",
-    )
-
-
-HANDLERS: dict[type[Operation], Handler] = {scf.ForOp: reject_scf_for}
