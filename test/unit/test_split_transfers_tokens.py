@@ -2,7 +2,7 @@
 consume, waited for before the first of them (D-NEM-SPLIT-TRANSFERS,
 sessions 37-38), and after the split where it took the last tokens
 (session 40); a transfer's deps that another of its deps reaches, dropped
-(session 43)."""
+(session 43); a transfer's bands taken as their join (session 43c)."""
 
 from __future__ import annotations
 
@@ -362,3 +362,48 @@ def test_a_dep_another_dep_reaches_holds_no_token(monkeypatch):
     y_out = _run(out, ("Y", "Z"))[0]
     assert np.array_equal(_run(held, ("Y", "Z"))[0], y_out)
     assert np.array_equal(_run(REACHED, ("Y", "Z"))[0], y_out)
+
+
+NAMED = f"""device "npm_pro_x1.nem"
+
+{_buffers(*_IO, "Z DDR 65536", "a L1[0] 16384", "q L1[0] 16384", "p L1[0] 16384", "w L1[0] 65536")}
+la = transfer.async(dst=region(a, 0, 16384) {_T16}, src=region(X, 0, 16384) {_T16})
+b1 = relu.async in region(a, 0, 8192) {_T8} out region(q, 0, 8192) {_T8} deps=[la]
+b2 = relu.async in region(a, 8192, 8192) {_T8} out region(q, 8192, 8192) {_T8} deps=[la]
+j = add.async in region(q, 0, 16384) {_T16}, region(q, 0, 16384) {_T16} out region(p, 0, 16384) {_T16} deps=[b1, b2]
+sj = transfer.async(dst=region(Y, 0, 16384) {_T16}, src=region(p, 0, 16384) {_T16}, deps=[j])
+cw = transfer.async(dst=region(w, 0, 65536) {_TW}, src=region(W, 0, 65536) {_TW})
+u = relu.async in region(w, 0, 65536) {_TW} out region(w, 0, 65536) {_TW} deps=[cw]
+su = transfer.async(dst=region(Z, 0, 65536) {_TW}, src=region(w, 0, 65536) {_TW}, deps=[u])
+ld = transfer.async(dst=region(a, 0, 16384) {_T16}, src=region(X, 16384, 16384) {_T16}, deps=[b1, b2, su])
+wait(ld, sj)
+"""
+"""Two bands `b1` and `b2` of one op and their join `j` (its bias add),
+then a load `ld` that overwrites the bytes the bands read and also waits
+for a later store `su` (Inception v1's n67 loads after block 4b's bands
+and block 4a's stores, session 43c): both band tokens live across the
+weight copy `cw` and its store `su`."""
+
+
+def test_a_transfer_naming_two_bands_takes_their_join_where_it_waits_longer(monkeypatch):
+    """At 5 live tokens, `b1` and `b2` held to `ld` left `cw` and `su` whole.
+    `ld` takes their join `j` instead (it completes after both, and by the
+    static estimate before `su`, another dep of `ld`): one token across
+    them, `cw` and `su` take 2 slices each.  The same bits as without the
+    rule and as the program before the pass under random schedules,
+    race-free (`nem-verify`), fewer cycles, within the limit, and a second
+    run changes nothing.  Without `su` among its deps, `ld` would wait for
+    the join's run: it keeps the bands."""
+    out = _split(NAMED, max_tokens=5)
+    assert "deps=[j, su_1, su_2])" in out and "cw_2 = " in out and "su_2 = " in out
+    monkeypatch.setattr(split_transfers, "join_named", lambda live, times: False)
+    held = _split(NAMED, max_tokens=5)
+    monkeypatch.undo()
+    assert "deps=[b1, b2, su])" in held and "cw_1 = " not in held
+    _exact_and_faster(out, held, 5, 0.95)
+    y_out = _run(out, ("Y", "Z"))[0]
+    assert np.array_equal(_run(held, ("Y", "Z"))[0], y_out)
+    assert np.array_equal(_run(NAMED, ("Y", "Z"))[0], y_out)
+    alone = NAMED.replace("deps=[b1, b2, su])", "deps=[b1, b2])")
+    alone = alone.replace("wait(ld, sj)", "wait(ld, sj, su)")
+    assert "deps=[b1, b2])" in _split(alone, max_tokens=5)

@@ -19,7 +19,7 @@ from nem.analysis.token_liveness import BlockLiveness, block_liveness, loop_copi
 from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
 from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import ComputeOp, LoopOp, RegionOp, TaskOp, TransferOp, WaitOp
-from nem.passes.finish_times import FinishTimes
+from nem.passes.finish_times import FinishTimes, producers_of
 
 
 def moved_bytes(op: TransferOp) -> int:
@@ -139,6 +139,57 @@ def join_held(live: BlockLiveness) -> bool:
                         retoken(user, token, [join.result])
                 held.discard(token)
             changed = True
+    return changed
+
+
+def join_named(live: BlockLiveness, times: FinishTimes) -> bool:
+    """The straight-line form of `join_held` (session 43c): where a transfer
+    of the block names two or more tokens of async compute tasks of the
+    block that are all direct deps of one async compute task issued before
+    it (their join: the bias add after a convolution's two NMU bands), and
+    the join ends, by the static estimate (`times`), no later than another
+    dep of the transfer (so the join delays it by nothing the estimate
+    sees), the transfer takes the join's token instead and the band tokens
+    die at the join (Inception v1's n67 loads, which named block 4b's
+    bands and the stores of block 4a, held two band pairs across n63's
+    engine 0 copies).  Exact: the join completes after each token it
+    replaces (D-HAZ-ORDER), so the transfer is ordered after what it was
+    and after the join.  A transfer with no other dep keeps its bands (it
+    would wait for the join's run: SqueezeNet's fire9 copies, +936 cycles
+    at n37 and n40).  Whether any deps were rewritten.  Linear: the
+    estimate is one pass over the block, and a transfer's joins are the
+    users of its deps issued before it."""
+    index = {op: i for i, op in enumerate(live.ops)}
+    changed = False
+    for k, op in enumerate(live.ops):
+        named: set[SSAValue] = set()
+        if isinstance(op, TransferOp):
+            named = {
+                t
+                for t in op.dep_values()
+                if isinstance(t.owner, Operation) and t.owner in index and async_compute(t.owner)
+            }
+        joins = sorted(
+            {
+                index[u.operation]
+                for t in named
+                for u in t.uses
+                if index.get(u.operation, k) < k and async_compute(u.operation)
+            }
+        )
+        for j in joins if len(named) >= 2 else ():
+            assert isinstance(op, TransferOp)  # `named`
+            join = live.ops[j]
+            assert isinstance(join, ComputeOp)  # `async_compute`
+            joined = [t for t in join.dep_values() if t in named]
+            others = (times.end.get(p, 0) for p in producers_of(op.deps) if p.result not in joined)
+            if len(joined) < 2 or times.end.get(join, 0) > max(others, default=-1):
+                continue
+            for token in joined:
+                retoken(op, token, [join.result])
+                named.discard(token)
+            changed = True
+        times.step(op)
     return changed
 
 

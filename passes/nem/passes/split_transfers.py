@@ -136,6 +136,7 @@ from nem.passes.finish_times import FinishTimes
 from nem.passes.forward_fills import declared_names
 from nem.passes.split_retire import (
     join_held,
+    join_named,
     moved_bytes,
     retire_crowded,
     retire_held,
@@ -354,11 +355,15 @@ class Choice:
             live, min(self.retire_below, self.min_piece), self.at_limit(block, budget)
         ):
             live = block_liveness(block, self.ev, bodies=False)
-        # a transfer's deps that another of its deps reaches, in the
-        # program's own block, after the retire rules (session 43)
+        # in the program's own block, after the retire rules: a transfer's
+        # bands as their join where another dep ends later (session 43c),
+        # then its deps that another of its deps reaches (session 43)
         program = block.parent_op()
-        if budget is not None and isinstance(program, ProgramOp) and drop_reached_deps(program):
-            live = block_liveness(block, self.ev, bodies=False)
+        if budget is not None and isinstance(program, ProgramOp):
+            if join_named(live, FinishTimes(self.unit_chars, self.ev)):
+                live = block_liveness(block, self.ev, bodies=False)
+            if drop_reached_deps(program):
+                live = block_liveness(block, self.ev, bodies=False)
         counts = live.counts()  # the block's own tokens; its loops' added below
         least = int(
             least_span(
