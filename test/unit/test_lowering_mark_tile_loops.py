@@ -464,7 +464,7 @@ def test_addi_and_subi_are_out_of_the_table() -> None:
     whose body does is decided without any index value (the same in every
     copy), so only a unit-step point nest, whose bodies but the innermost
     hold only applies and constants, can be decided differently."""
-    assert len(HANDLERS) == 55 and not {arith.AddiOp, arith.SubiOp} & set(HANDLERS)
+    assert len(HANDLERS) == 56 and not {arith.AddiOp, arith.SubiOp} & set(HANDLERS)
     assert "arith.addi" not in _prepared(BOUNDS_A_PARTIAL_TILE)
     new = lower(BOUNDS_A_PARTIAL_TILE, "main")
     assert new[0] is not None and "loop T in [0..1]:" in new[0]

@@ -26,6 +26,7 @@ from nem.passes.lowering.escape import loaded_by_kernels
 from nem.passes.lowering.handlers import HANDLERS
 from nem.passes.lowering.legality import TaskLegality
 from nem.passes.lowering.passes import parse_spaces
+from nem.passes.lowering.scalar_copies import RaiseScalarCopiesPass
 
 ELEMS: list[Attribute] = [f32, f16, i8, i32]
 TASKS = [
@@ -109,7 +110,7 @@ func.func @scale(%S: memref<1xf32>, %A: memref<8xf32>, %C: memref<8xf32>, %D: me
 def test_the_scalar_loads_kernels_perform_are_read_from_the_mlir() -> None:
     """A scalar load whose value only loop nests use has no task: each
     kernel loads it (D-LOW-ESCAPE; the nest escapes: it reads %A reversed); one a store copies is a one-element
-    copy; a load inside a nest is the nest's.  The conversion's kernel
+    copy (`nem-raise-scalar-copies` raises it); a load inside a nest is the nest's.  The conversion's kernel
     runs the load it is told of."""
     module = parse_mlir(lowering_context(), SCALARS)
     assert isinstance(module, ModuleOp)
@@ -120,6 +121,7 @@ def test_the_scalar_loads_kernels_perform_are_read_from_the_mlir() -> None:
     assert loaded_by_kernels(scale)
     assert not loaded_by_kernels(copied)
     assert not loaded_by_kernels(inner)
+    RaiseScalarCopiesPass().apply(lowering_context(), module)  # the copy (D-LOW-SCALAR-COPY)
     Lowerer(Options(parse_spaces("0:DDR")), HANDLERS).run(module)
     text = print_nem(module)
     (kernel,) = [line for line in text.splitlines() if 'op="mlir.kernel"' in line]

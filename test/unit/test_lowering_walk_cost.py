@@ -119,7 +119,7 @@ def test_lower_to_nem_prepares_its_input_once():
     from nem.passes.lowering.passes import ConvertAffineToNemPass, LowerToNemPass
 
     steps = LowerToNemPass(entry="f").pipeline()
-    assert [p.name for p in steps[:17]] == [
+    assert [p.name for p in steps[:18]] == [
         "nem-raise-scf-for",
         "nem-drop-dead-arith",
         "nem-check-input-ranges",
@@ -135,10 +135,11 @@ def test_lower_to_nem_prepares_its_input_once():
         "nem-mark-tile-loops",
         "nem-fold-index-arith",
         "nem-inline-async-executes",
+        "nem-raise-scalar-copies",
         "nem-check-task-control-flow",
         "convert-affine-to-nem",
     ]
     # the module-wide scf raise has no entry; every other step gets the pipeline's
-    assert [getattr(p, "entry", None) for p in steps[:17]] == [None] + ["f"] * 16
+    assert [getattr(p, "entry", None) for p in steps[:18]] == [None] + ["f"] * 17
     assert not [p for p in steps if isinstance(p, ConvertAffineToNemPass) and p.prepare]
     assert ConvertAffineToNemPass().prepare

@@ -43,6 +43,7 @@ from xdsl.traits import IsolatedFromAbove, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
 from nem.dialect.buffer_op import BufferOp
+from nem.dialect.element_copy_op import ElementCopyOp
 from nem.dialect.scope_op import ScopeOp, ScopeYieldOp
 from nem.dialect.view_op import ViewOp
 
@@ -121,6 +122,9 @@ def region_type(v: SSAValue) -> MemRefType:
     return MemRefType(t.element_type, t.get_shape(), NoneAttr(), NoneAttr())
 
 
-NEM_LOWERING = Dialect("nem_lowering", [KernelOp, ViewOp, BufferOp, ScopeOp, ScopeYieldOp], [])
-"""The lowering's own ops (the kernel, `view_op.ViewOp`, `buffer_op.BufferOp` and
-`scope_op.ScopeOp` with its yield), registered with the MLIR input dialects."""
+NEM_LOWERING = Dialect(
+    "nem_lowering", [KernelOp, ViewOp, BufferOp, ScopeOp, ScopeYieldOp, ElementCopyOp], []
+)
+"""The lowering's own ops (the kernel, `view_op.ViewOp`, `buffer_op.BufferOp`,
+`scope_op.ScopeOp` with its yield and `element_copy_op.ElementCopyOp`),
+registered with the MLIR input dialects."""

@@ -38,6 +38,7 @@ def _passes() -> dict[str, type[ModulePass]]:
         RaiseScfForPass,
     )
     from nem.passes.lowering.reroll import RerollPipelinesPass
+    from nem.passes.lowering.scalar_copies import RaiseScalarCopiesPass
     from nem.passes.lowering.task_control_flow import CheckTaskControlFlowPass
     from nem.passes.lowering.view_ops import RewriteViewsPass
     from nem.passes.share_buffers import ShareBuffersPass
@@ -66,6 +67,7 @@ def _passes() -> dict[str, type[ModulePass]]:
                 MarkTileLoopsPass,
                 FoldIndexArithPass,
                 InlineAsyncExecutesPass,
+                RaiseScalarCopiesPass,
                 CheckTaskControlFlowPass,
                 ConvertAffineToNemPass,
                 LowerToNemPass,

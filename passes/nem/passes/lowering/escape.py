@@ -449,13 +449,14 @@ def log_accessed_boxes(ctx: LoweringContext, top: Operation, accessed: dict[SSAV
 
 
 def loaded_by_kernels(op: Operation) -> bool:
-    """Whether `op` is a scalar load, not a one-element copy's, whose value
-    only loop nests below its block use (e.g. a scale factor read before the
-    nest): it has no task of its own, and the kernel of each nest using the
+    """Whether `op` is a scalar load whose value only loop nests below its
+    block use (e.g. a scale factor read before the nest; a one-element
+    copy's load is a `nem_lowering.element_copy`'s by now, D-LOW-SCALAR-COPY):
+    it has no task of its own, and the kernel of each nest using the
     value loads it itself (`_sunk_loads`, D-LOW-ESCAPE).  Read from the MLIR
     alone, so that what the conversion skips and what a kernel sinks are one
     fact (D-LOW-OUTLINE)."""
-    if not isinstance(op, affine.LoadOp | memref.LoadOp) or copied_by(op) is not None:
+    if not isinstance(op, affine.LoadOp | memref.LoadOp):
         return False
     uses = op.results[0].uses
     block = op.parent_block()

@@ -1,7 +1,8 @@
 """Handlers of memref and data-movement ops: allocations (D-LOW-BUF, declared
 and named by `nem-declare-allocations`, D-LOW-DECLARE; subviews, casts
 and reshapes are `nem_lowering.view`s by then, `memref_views.lower_view_op`),
-`memref.copy` and one-element copies (D-LOW-COPYNEST), DMA starts and waits
+`memref.copy` and one-element copies (`nem_lowering.element_copy`,
+D-LOW-SCALAR-COPY), DMA starts and waits
 (D-LOW-DMA).  Each task is emitted without dependencies:
 `nem-synthesize-deps` orders the conflicting ones afterwards."""
 
@@ -12,10 +13,11 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects import affine, func, memref
 from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.buffer_op import BufferOp as DeclaredBuffer
+from nem.dialect.element_copy_op import ElementCopyOp
 from nem.dialect.ops import BufferOp
 from nem.dialect.scope_op import ScopeYieldOp
 from nem.frontends.upstream_dialects.dma import (
@@ -30,7 +32,6 @@ from nem.passes.lowering.dma_tags import TagSlot
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.escape import (
     SCALAR,
-    copied_by,
     emit_escape,
     loaded_by_kernels,
     location_text,
@@ -163,10 +164,20 @@ def lower_copy(lw: Lowering, op: memref.CopyOp | MemRefCopyOp, st: BlockState) -
         b.transfer(dst, src, sync=True, name=ctx.names.token("copy"))
 
 
-def lower_scalar_copy(lw: Lowering, load: Operation, store: Operation, st: BlockState) -> None:
-    """`%v = load A[i]; store %v, B[j]` outside a loop nest (what
-    affine-data-copy-generate emits for a one-element copy): a transfer of
-    one element (D-LOW-COPYNEST)."""
+def lower_element_copy(lw: Lowering, op: ElementCopyOp, st: BlockState) -> None:
+    """A one-element copy `nem-raise-scalar-copies` raised (D-LOW-SCALAR-COPY):
+    the load's then the store's bounds checked (D-LOW-BOUNDS), and a
+    transfer of one element, its source region at the load, its destination
+    at the store (D-LOW-COPYNEST)."""
+    load, store = op.load, op.store
+    for acc in (load, store):
+        check_access_bounds(acc, lw.ctx.env)
+    element_transfer(lw, load, store, st)
+
+
+def element_transfer(lw: Lowering, load: Operation, store: Operation, st: BlockState) -> None:
+    """A transfer `copy` of the one element `load` reads to where `store`
+    writes it, each region located at its access (D-LOW-COPYNEST)."""
     ctx = lw.ctx
     b = st.builder
     regs = []
@@ -186,20 +197,12 @@ def lower_scalar_copy(lw: Lowering, load: Operation, store: Operation, st: Block
 
 
 def lower_scalar_access(lw: Lowering, op: Operation, st: BlockState) -> None:
-    """A scalar load/store outside a loop nest: a one-element copy, or a
-    load whose value only loop nests use (each kernel loads it,
-    D-LOW-ESCAPE); anything else has no NEM equivalent."""
+    """A scalar load/store outside a loop nest: a load whose value only loop
+    nests use (each kernel loads it, D-LOW-ESCAPE), or a scalar statement
+    (D-LOW-SCALAR); anything else has no NEM equivalent (a one-element copy
+    is a `nem_lowering.element_copy` by now, D-LOW-SCALAR-COPY)."""
     check_access_bounds(op, lw.ctx.env)
     is_load = isinstance(op, affine.LoadOp | memref.LoadOp)
-    if is_load:
-        load: Operation | Block = op
-    else:
-        assert isinstance(op, affine.StoreOp | memref.StoreOp)
-        load = op.value.owner
-    if isinstance(load, Operation) and copied_by(load) is not None:
-        if load is not op:  # the store of a one-element copy (D-LOW-COPYNEST)
-            lower_scalar_copy(lw, load, op, st)
-        return
     if loaded_by_kernels(op):  # its kernels load it (D-LOW-ESCAPE)
         return
     group = scalar_statement(op) if is_load else None
@@ -294,6 +297,7 @@ HANDLERS: dict[type[Operation], Handler] = {
     DeclaredBuffer: lower_alloc,
     memref.CopyOp: lower_copy,
     MemRefCopyOp: lower_copy,
+    ElementCopyOp: lower_element_copy,  # D-LOW-SCALAR-COPY
     AffineDmaStartOp: lower_dma_start,
     AffineDmaWaitOp: lower_dma_wait,
     **{

@@ -104,6 +104,7 @@ from nem.passes.lowering.prepare import (
     RaiseScfForPass,
 )
 from nem.passes.lowering.reroll import RerollPipelinesPass
+from nem.passes.lowering.scalar_copies import RaiseScalarCopiesPass
 from nem.passes.lowering.state import Handler
 from nem.passes.lowering.task_control_flow import CheckTaskControlFlowPass
 from nem.passes.lowering.view_ops import RewriteViewsPass
@@ -161,6 +162,7 @@ def preparation(
         MarkTileLoopsPass(entry),
         FoldIndexArithPass(entry),
         InlineAsyncExecutesPass(entry),
+        RaiseScalarCopiesPass(entry),
         CheckTaskControlFlowPass(entry),
     )
 
@@ -183,7 +185,8 @@ class ConvertAffineToNemPass(LoweringOptions):
     `nem-outline-kernels`, `nem-drop-memref-hints`, `nem-drop-async-groups`,
     `nem-drop-token-awaits`, `nem-rewrite-views`, `nem-declare-buffers`,
     `nem-declare-allocations`, `nem-mark-tile-loops`, `nem-fold-index-arith`,
-    `nem-inline-async-executes` and `nem-check-task-control-flow` (`preparation`), so that run alone
+    `nem-inline-async-executes`, `nem-raise-scalar-copies` and
+    `nem-check-task-control-flow` (`preparation`), so that run alone
     it takes what `lower-to-nem` takes; `lower-to-nem` runs them as steps of
     its own (each with its MLIR output) and then the conversion without them
     (`PreparedConversionPass`): each walk once (D-LOW-SCF).
