@@ -21,3 +21,17 @@ func.func @store_out(%A: memref<8xf32>, %B: memref<4xf32, 2>) {
   }
   return
 }
+
+// -----
+
+// A write between the load and the store (a copy into A): the copy, one
+// transfer at the store, would read the new value; rejected at the write,
+// not miscompiled (before the pass the conversion lowered it, silently
+// reading A after the memref.copy).
+func.func @write_between(%A: memref<8xf32>, %C: memref<8xf32>, %B: memref<4xf32, 2>) {
+  %v = affine.load %A[0] : memref<8xf32>
+  // expected-error@+1 {{not supported: this op may write memory between the load and the store of a one-element copy}}
+  memref.copy %C, %A : memref<8xf32> to memref<8xf32>
+  affine.store %v, %B[0] : memref<4xf32, 2>
+  return
+}

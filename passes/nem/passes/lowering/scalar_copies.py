@@ -24,7 +24,10 @@ pair inside a compute nest is its kernel's, left as it is.
 The pair was lowered at the store, the load's bounds checked at the load:
 an op between them that the conversion rejects is now reported before the
 load's bounds error (both are errors), and, as before, the element is read
-at the store's place (an op between that writes it is not seen).
+at the store's place: a pair with an op between that may write memory
+(no `Pure` trait nor effects without writes: a store, a call, a DMA) is
+rejected at that op, "not supported" (the old conversion made it the same
+transfer and missed the write).
 """
 
 from __future__ import annotations
@@ -37,9 +40,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+from xdsl.traits import is_side_effect_free
 
 from nem.dialect.element_copy_op import ElementCopyOp
 from nem.dialect.scope_op import ScopeOp
+from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.escape import copied_by
 from nem.passes.lowering.prepare import entry_function, rewrite_once
 from nem.passes.lowering.reroll import last_iteration
@@ -95,6 +100,7 @@ class RaiseScalarCopy(RewritePattern):
             return
         if not self.task_level(op):
             return
+        _check_nothing_written_between(load, op)
         new_load = load.clone()
         new_load.location = load.location
         new_store = op.clone(value_mapper={load.results[0]: new_load.results[0]})
@@ -103,6 +109,23 @@ class RaiseScalarCopy(RewritePattern):
         copy.location = op.location
         rewriter.replace_op(op, copy, new_results=[])
         rewriter.erase(load)
+
+
+def _check_nothing_written_between(load: Operation, store: Operation) -> None:
+    """Reject the pair where an op between the load and the store may write
+    memory: the copy reads its element at the store's place (one transfer
+    there), which would see that write; the program read it before."""
+    o = load.next_op
+    while o is not None and o is not store:
+        if not is_side_effect_free(o):
+            raise reject(
+                o,
+                "not supported: this op may write memory between the load and the "
+                "store of a one-element copy, which NEM makes one transfer at the "
+                "store (D-LOW-SCALAR-COPY)",
+                "store the loaded value right after the load, or move this op after the store",
+            )
+        o = o.next_op
 
 
 @dataclass(frozen=True)
