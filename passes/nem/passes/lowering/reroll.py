@@ -253,6 +253,13 @@ def last_iteration(loop: affine.ForOp) -> scf.ExecuteRegionOp | None:
     return None
 
 
+def is_last_iteration(op: Operation) -> bool:
+    """Whether `op` is the last iteration of the re-rolled loop right before
+    it, which that loop's lowering lowers (D-LOW-PIPE)."""
+    prev = op.prev_op
+    return isinstance(prev, affine.ForOp) and last_iteration(prev) is op
+
+
 @dataclass(frozen=True)
 class RerollPipelinesPass(ModulePass):
     """Roll the software-pipelined loops of `-affine-pipeline-data-transfer`

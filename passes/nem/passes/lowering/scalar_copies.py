@@ -47,8 +47,8 @@ from nem.dialect.scope_op import ScopeOp
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.escape import copied_by
 from nem.passes.lowering.prepare import entry_function, rewrite_once
-from nem.passes.lowering.reroll import last_iteration
-from nem.passes.lowering.structure import TILE_LOOP, is_structural
+from nem.passes.lowering.reroll import is_last_iteration
+from nem.passes.lowering.structure import kept_as_loop
 
 
 @dataclass
@@ -75,10 +75,9 @@ class TaskLevel:
         if parent is None:
             return False
         if isinstance(parent, affine.ForOp):
-            ok = is_structural(parent) or TILE_LOOP in parent.attributes
+            ok = kept_as_loop(parent)
         elif isinstance(parent, scf.ExecuteRegionOp):
-            prev = parent.prev_op
-            ok = isinstance(prev, affine.ForOp) and last_iteration(prev) is parent
+            ok = is_last_iteration(parent)
         else:
             ok = isinstance(parent, ScopeOp)
         return ok and self(parent)

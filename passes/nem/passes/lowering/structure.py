@@ -29,6 +29,14 @@ conversion keeps as a NEM loop around raised tiles (`tile_loops.tile_loop`,
 D-LOW-TILES): decided before `nem-fold-index-arith` rewrites its body."""
 
 
+def kept_as_loop(loop: affine.ForOp) -> bool:
+    """Whether the conversion keeps `loop` as a NEM loop and lowers its body
+    op by op: structural, or a tile loop `nem-mark-tile-loops` marked (what
+    `nem-check-task-control-flow` and `nem-raise-scalar-copies` ask of a
+    loop; the conversion also decides unmarked tile loops itself)."""
+    return is_structural(loop) or TILE_LOOP in loop.attributes
+
+
 def is_structural(loop: affine.ForOp) -> bool:
     """A loop that moves data, allocates or holds async work becomes a NEM
     loop; a pure load/compute/store nest becomes one compute task.  A loop

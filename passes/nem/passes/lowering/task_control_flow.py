@@ -60,8 +60,8 @@ from nem.passes.lowering.affine_algebra import eval_map
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.loops import carried_values, loop_bounds, peel_failure, tail_partial
 from nem.passes.lowering.prepare import entry_function
-from nem.passes.lowering.reroll import is_rerolled, last_iteration
-from nem.passes.lowering.structure import TILE_LOOP, is_structural
+from nem.passes.lowering.reroll import is_last_iteration, is_rerolled, last_iteration
+from nem.passes.lowering.structure import kept_as_loop
 from nem.passes.lowering.views import check_elem, memref_strides
 
 CONTROL_FLOW: tuple[type[Operation], ...] = (
@@ -137,7 +137,7 @@ class TaskControlFlow:
                 continue
             elif isinstance(op, scf.ForOp):
                 raise scf_for_error(op)
-            elif not (isinstance(op, scf.ExecuteRegionOp) and _is_last_iteration(op)):
+            elif not (isinstance(op, scf.ExecuteRegionOp) and is_last_iteration(op)):
                 raise control_flow_error(op)
 
     def _loop(self, loop: affine.ForOp) -> None:
@@ -145,7 +145,7 @@ class TaskControlFlow:
         (`loops.lower_for`), then a re-rolled loop's last iteration, whose
         failure the conversion reports as that of the loop's peeling
         (`loops.peel_failure`, D-LOW-PIPE)."""
-        if not (is_structural(loop) or TILE_LOOP in loop.attributes):
+        if not kept_as_loop(loop):
             return  # a compute task, or a tile loop of index arithmetic and loops
         try:  # what `loops.lower_loop` checks before the body
             trips = _trips(loop)
@@ -163,13 +163,6 @@ class TaskControlFlow:
             self._ops(list(tail.region.block.ops)[:-1])  # its ops but the scf.yield
         except NemDiagnosticError as e:
             raise peel_failure(loop, tail_partial(tail), e) from None
-
-
-def _is_last_iteration(op: scf.ExecuteRegionOp) -> bool:
-    """Whether `op` is the last iteration of the re-rolled loop before it,
-    which that loop's lowering lowers (`reroll.last_iteration`, D-LOW-PIPE)."""
-    prev = op.prev_op
-    return isinstance(prev, affine.ForOp) and last_iteration(prev) is op
 
 
 def _trips(loop: affine.ForOp) -> int | None:
