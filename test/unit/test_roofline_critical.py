@@ -348,3 +348,34 @@ def test_the_timeline_draws_a_critical_path_row(tmp_path, monkeypatch):
     assert [t.get_text() for t in ax.texts] == ["loop at line 49 <- wait"]
     assert ax.get_legend().get_bbox_to_anchor().x0 >= ax.get_window_extent().x1 - 1
     assert out.stat().st_size > 0
+
+
+def test_the_roofline_plot_hatches_each_groups_share_of_the_path(tmp_path):
+    """`--roofline-plot`: over each group's busy bar its `critical` cycles,
+    hatched from 0, once in the legend; a group off the path (a small loop
+    beside a larger transfer) has no hatch."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from nem.runtime.roofline import bar_chart
+
+    text = HEAD + _copy("big", 0, 131072)
+    text += "loop i in [0..1]:\n"
+    text += "  " + _copy("small", 0, 4096).replace("region(S, 0,", "region(S, 131072 + i * 4096,")
+    text += "endloop\nwait(big)\n"
+    rep, cycles = _report(tmp_path, text)
+    fig = bar_chart(rep)
+    try:
+        [ax] = fig.axes
+        hatched = [
+            (round(p.get_y() + p.get_height() / 2), p.get_width())
+            for p in ax.patches
+            if p.get_hatch()
+        ]
+        on_path = [(y, g.critical) for y, g in enumerate(rep.groups) if g.critical]
+        assert hatched == on_path == [(0, cycles)]
+        assert rep.groups[1].critical == 0 < rep.groups[1].cycles
+        entries = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert entries.count("on the critical path") == 1
+    finally:
+        plt.close(fig)

@@ -704,7 +704,10 @@ def kind_colors() -> dict[str, tuple[float, ...]]:
 def bar_chart(rep: Report) -> Any:
     """Per group: the cycles taken beside the bound (one pair of horizontal
     bars per group, coloured by the binding kind, `kind_colors`; the
-    `PLOT_GROUPS` longest groups of a larger program), and a black tick
+    `PLOT_GROUPS` longest groups of a larger program), the group's share of
+    the critical path hatched over its busy bar from 0 (`critical`: the
+    bars a user shortens to shorten the run; a group beside a longer one
+    has none), and a black tick
     across the pair at the group's ideal bound where the report has one
     (`--onnx`: how far the compiled bound itself is from the node's least
     work); the legend right of the axes where it hides no bar; a matplotlib
@@ -727,6 +730,7 @@ def bar_chart(rep: Report) -> Any:
     fig, ax = plt.subplots(figsize=(12, 1.5 + 0.35 * max(len(rows), 1)))
     seen: set[str] = set()
     ideal_label = "ideal bound (the node's least work)"  # once in the legend
+    path_label = "on the critical path"
     for y, r in enumerate(rows):
         ax.barh(
             y - 0.2,
@@ -736,6 +740,18 @@ def bar_chart(rep: Report) -> Any:
             label=f"busy cycles, binds {r.binds}" if r.binds not in seen else None,
         )
         seen.add(r.binds)
+        if r.critical:  # its share of the critical path, over its busy cycles
+            ax.barh(
+                y - 0.2,
+                r.critical,
+                height=0.4,
+                fill=False,
+                hatch="///",
+                edgecolor="black",
+                linewidth=0,
+                label=path_label,
+            )
+            path_label = "_nolegend_"
         ax.barh(
             y + 0.2,
             r.bound,
