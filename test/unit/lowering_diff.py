@@ -1,7 +1,8 @@
 """Differential tests across a rewrite of the lowering (issue 36 item 1):
 `lower-to-nem{device=npm_pro_x1 remarks=true}` of every public function of
 the lowering's inputs, with the pipeline as declared and with it edited (a
-pass left out, the conversion with another table), must print the same
+pass left out, the conversion with another table or walk,
+test_lowering_walk.py), must print the same
 `.nem` and the same remarks or errors (test_lowering_outline_kernels.py,
 test_lowering_memref_hints.py, test_lowering_async_groups.py,
 test_lowering_async_awaits.py, test_lowering_declare_buffers.py,
@@ -98,11 +99,12 @@ def _text(d: Diagnostic) -> tuple[str, str, str, str | None]:
 
 
 def before(
-    dropped: type[ModulePass], table: dict[type[Operation], Handler]
+    dropped: type[ModulePass] | None, table: dict[type[Operation], Handler]
 ) -> Callable[[Steps], Steps]:
     """The edit that gives `lower-to-nem`'s steps as they were before a pass
     of rewrite patterns took ops out of the conversion's table: pass
-    `dropped` left out, the conversion converting with `table` (the old one)."""
+    `dropped` left out (None: none, the conversion's walk changed,
+    D-LOW-WALK), the conversion converting with `table` (the old one)."""
 
     class Conversion(PreparedConversionPass):
         def handlers(self) -> dict[type[Operation], Handler]:
@@ -113,7 +115,7 @@ def before(
         for p in steps:
             if isinstance(p, PreparedConversionPass):
                 p = Conversion(**{f.name: getattr(p, f.name) for f in fields(p)})
-            if not isinstance(p, dropped):
+            if dropped is None or not isinstance(p, dropped):
                 out.append(p)
         return tuple(out)
 

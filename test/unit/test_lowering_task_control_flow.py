@@ -34,7 +34,6 @@ from xdsl.ir import Operation
 from nem.frontends.upstream_dialects.affine_if import AffineIfOp
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.handlers import HANDLERS
-from nem.passes.lowering.memory_ops import ignore
 from nem.passes.lowering.reroll import last_iteration
 from nem.passes.lowering.state import BlockState, Handler, Lowering
 from nem.passes.lowering.task_control_flow import CONTROL_FLOW, CheckTaskControlFlowPass
@@ -109,10 +108,10 @@ def _entries(path: Path) -> list[str]:
 
 
 def test_the_driver_no_longer_handles_them() -> None:
-    """None but the `scf.execute_region` of a re-rolled loop's last
-    iteration, which the loop's lowering lowered (any other is rejected)."""
-    assert [cls for cls in HANDLERS if issubclass(cls, CONTROL_FLOW)] == [scf.ExecuteRegionOp]
-    assert HANDLERS[scf.ExecuteRegionOp] is ignore
+    """None, not even the `scf.execute_region` of a re-rolled loop's last
+    iteration, which the loop's lowering lowers (`loops.lower_for`,
+    D-LOW-WALK; any other is rejected)."""
+    assert [cls for cls in HANDLERS if issubclass(cls, CONTROL_FLOW)] == []
     assert set(OLD_CONTROL_FLOW) <= {*CONTROL_FLOW}
 
 

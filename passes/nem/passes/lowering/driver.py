@@ -10,7 +10,9 @@ the NEM block being filled (`BlockState`: where to build, which DMA tags are
 pending, which ops were lowered with another one).  Handlers build
 NEM IR with `nem.dialect.builder` at the block's insertion point; nested
 regions (loop bodies, `nem_lowering.scope` bodies) are lowered by calling back
-`lower_ops`.  Tasks are emitted without dependencies and waits:
+`lower_block`: their ops but the terminator, which the op holding the
+block lowers with it (`block_ops`, D-LOW-WALK).  Tasks are emitted
+without dependencies and waits:
 `nem-synthesize-deps` adds them afterwards from the happens-before model.
 A new construct is one handler function and one table entry.
 """
@@ -24,6 +26,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import IsTerminator
 
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.builder import NemBuilder
@@ -94,8 +97,22 @@ class Lowerer(Lowering):
         return next((handlers[c] for c in cls.__mro__ if c in handlers), None)
 
     def lower_block(self, src: Block, builder: NemBuilder) -> None:
-        """Lower the ops of MLIR block `src` at `builder`'s insertion point."""
-        self.lower_ops(list(src.ops), BlockState(builder))
+        """Lower the ops of MLIR block `src` at `builder`'s insertion point
+        (`block_ops`: its terminator is its parent's)."""
+        self.lower_ops(self.block_ops(src), BlockState(builder))
+
+    def block_ops(self, block: Block) -> list[Operation]:
+        """The ops of `block` the walk lowers one by one: all but its
+        terminator, which the op holding the block lowers with it, as an
+        xDSL conversion pattern of a region op takes its region's
+        terminator (D-LOW-WALK): a loop's `affine.yield` (the values it
+        carries are the loop's, D-LOW-CARRIED), a scope's yield (its
+        results, `handlers.lower_scope`), the function's return (nothing
+        to lower)."""
+        ops = list(block.ops)
+        if ops and ops[-1].has_trait(IsTerminator):
+            ops.pop()
+        return ops
 
     # -- entry ------------------------------------------------------------------------
     def run(self, module: ModuleOp) -> ProgramOp:
@@ -144,7 +161,7 @@ class Lowerer(Lowering):
         root = PeelScope(fn, (fn,))
         with ctx.in_scope(root):
             self.lower_ops(
-                list(fn.body.block.ops)[len(globals_) :],
+                self.block_ops(fn.body.block)[len(globals_) :],
                 BlockState(NemBuilder.at_end(body, fn.location), top=True),
             )
             check_narrowed(root)

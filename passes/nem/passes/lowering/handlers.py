@@ -5,9 +5,9 @@ listed here is lowered by its base's handler (`Lowerer.handler_of`)."""
 
 from __future__ import annotations
 
-from xdsl.dialects import scf
 from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Operation
+from xdsl.traits import IsTerminator
 
 from nem.dialect.kernel_op import KernelOp
 from nem.dialect.scope_op import ScopeOp
@@ -27,7 +27,8 @@ def lower_scope(lw: Lowering, op: ScopeOp, st: BlockState) -> None:
     """The scope's tasks at its place, with scratch buffers of their own
     (`staging.scratch`): they may run concurrently with the others, as the
     `async.execute` it was (D-LOW-ASYNC-INLINE).  Its results are the views
-    (memrefs) and affine values (indices) it yields."""
+    (memrefs) and affine values (indices) its yield gives, which the walk
+    leaves to it (D-LOW-WALK)."""
     ctx = lw.ctx
     ctx.task_scopes.append(op)
     try:
@@ -51,12 +52,14 @@ HANDLERS: dict[type[Operation], Handler] = {
     # NEM's contexts parse in place of xDSL's (as upstream builds them,
     # `linalg_named.UPSTREAM_CONTRACTIONS`) subclass them, and so do the
     # affine accesses (`affine_ssa_maps`): the driver finds a subclass's
-    # handler by its MRO (`Lowerer.handler_of`)
-    **{cls: compute.lower_linalg for cls in LINALG_OPS},
-    # no other control flow (`scf`, `cf`, `affine.if`, `affine.parallel`):
-    # `nem-check-task-control-flow` rejected it first (D-LOW-TASK-CF)
-    scf.ExecuteRegionOp: memory_ops.ignore,  # a re-rolled loop's last iteration, lowered
-    # with the loop (`loops.lower_loop`, D-LOW-PIPE)
+    # handler by its MRO (`Lowerer.handler_of`); not `linalg.yield`, its
+    # op's terminator (D-LOW-WALK)
+    **{cls: compute.lower_linalg for cls in LINALG_OPS if not cls.has_trait(IsTerminator)},
+    # no control flow (`scf`, `cf`, `affine.if`, `affine.parallel`):
+    # `nem-check-task-control-flow` rejected it first (D-LOW-TASK-CF), but
+    # the `scf.execute_region` of a re-rolled loop's last iteration, which
+    # the loop lowers (`loops.lower_for`, D-LOW-PIPE); no terminator: each
+    # is its parent's (`Lowerer.block_ops`, D-LOW-WALK)
     KernelOp: outline_kernels.lower_kernel,  # D-LOW-OUTLINE
     ScopeOp: lower_scope,  # D-LOW-ASYNC-INLINE
 }

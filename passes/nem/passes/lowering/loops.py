@@ -45,6 +45,12 @@ MapEvaluator = Callable[[Operation, AffineMap, tuple[SSAValue, ...]], list[Aff]]
 
 
 def lower_for(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
+    """A NEM loop (`lower_loop`) or one compute task (`compute.lower_nest`);
+    the last iteration `nem-reroll-pipelines` put right after it, if any,
+    is lowered with it (D-LOW-PIPE), not by the walk (D-LOW-WALK)."""
+    tail = last_iteration(op)
+    if tail is not None:
+        st.skip.add(tail)
     if is_structural(op) or is_tile_loop(lw.ctx, op):
         lower_loop(lw, op, st)
     else:
@@ -182,9 +188,7 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
 
     def last_tile() -> None:
         if tail is not None:  # its ops but the scf.yield
-            from nem.passes.lowering.state import BlockState
-
-            lw.lower_ops(list(tail.region.block.ops)[:-1], BlockState(st.builder))
+            lw.lower_block(tail.region.block, st.builder)
             return
         ctx.env[iv] = lb + Aff.c((trip - 1) * step)
         lw.lower_block(op.body.block, st.builder)

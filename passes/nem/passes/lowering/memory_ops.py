@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import affine, func, memref
+from xdsl.dialects import affine, memref
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, SSAValue
 
@@ -19,7 +19,6 @@ from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.buffer_op import BufferOp as DeclaredBuffer
 from nem.dialect.element_copy_op import ElementCopyOp
 from nem.dialect.ops import BufferOp
-from nem.dialect.scope_op import ScopeYieldOp
 from nem.frontends.upstream_dialects.dma import (
     AffineDmaStartOp,
     AffineDmaWaitOp,
@@ -139,11 +138,6 @@ def drop_unused_allocations(ctx: LoweringContext) -> None:
         if ctx.drop_if_unused(buf) and name in ctx.summary.slotted:
             ctx.summary.slotted.remove(name)
     ctx.allocated.clear()
-
-
-def ignore(lw: Lowering, op: Operation, st: BlockState) -> None:
-    """Terminators: nothing to lower (deallocations and alignment hints are
-    gone before the conversion, `nem-drop-memref-hints`)."""
 
 
 # ---------------------------------------------------------------------------
@@ -309,12 +303,6 @@ HANDLERS: dict[type[Operation], Handler] = {
             memref.StoreOp,
         )
     },
-    **{
-        cls: ignore
-        for cls in (
-            affine.YieldOp,
-            func.ReturnOp,
-            ScopeYieldOp,  # its scope's handler binds its results (`handlers.lower_scope`)
-        )
-    },
+    # no terminator: each is its parent's (`Lowerer.block_ops`, D-LOW-WALK);
+    # deallocations and alignment hints are gone (`nem-drop-memref-hints`)
 }

@@ -41,7 +41,8 @@ class BlockState:
     tags: TagTable = field(default_factory=TagTable)
     skip: set[Operation] = field(default_factory=set)
     """Ops of the block lowered with another one: the stores a kernel runs
-    after its loop (D-LOW-CARRIED)."""
+    after its loop (D-LOW-CARRIED), the last iteration after a re-rolled
+    loop (D-LOW-PIPE, `loops.lower_for`)."""
     top: bool = False
     """The entry function's block: each of its ops (a loop nest) gets scratch
     buffers of its own (D-LOW-SHARE)."""

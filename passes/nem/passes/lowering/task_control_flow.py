@@ -31,9 +31,9 @@ op, same text, same op:
 An `scf.for` left there (not over `index`, or without a constant positive
 step: `nem-raise-scf-for` raised the others, D-LOW-SCF) says why; an
 `scf.execute_region` that is not a re-rolled loop's last iteration is
-rejected as any other.  The conversion's table has none of these ops but
-`scf.execute_region`, which it ignores: what reaches it is a last
-iteration its loop lowered.  Known differences (D-LOW-TASK-CF): this check
+rejected as any other.  The conversion's table has none of these ops: a
+last iteration is its loop's to lower (`loops.lower_for`, D-LOW-WALK).
+Known differences (D-LOW-TASK-CF): this check
 runs before the conversion, so a diagnostic the conversion raised at an
 earlier op comes after this one; a control-flow op in a loop the
 conversion peels at a partial last tile (not a re-rolled one) is reported
