@@ -2,7 +2,8 @@
 the pass waits for instead of holding them live, so that the tokens go to
 the slices of the large copies (decision D-NEM-SPLIT-TRANSFERS, sessions
 23, 37-38 and 40), and the bands a loop holds taken as their join
-(`join_held`, session 42b), with the helpers the rules and the pass share (the
+(`join_held`, session 42b) and those a transfer names (`join_named`,
+sessions 43c and 44), with the helpers the rules and the pass share (the
 bytes a transfer moves, a consumer's tokens rewritten, the slices of an
 earlier split)."""
 
@@ -146,20 +147,31 @@ def join_named(live: BlockLiveness, times: FinishTimes) -> bool:
     """The straight-line form of `join_held` (session 43c): where a transfer
     of the block names two or more tokens of async compute tasks of the
     block that are all direct deps of one async compute task issued before
-    it (their join: the bias add after a convolution's two NMU bands), and
-    the join ends, by the static estimate (`times`), no later than another
-    dep of the transfer (so the join delays it by nothing the estimate
-    sees), the transfer takes the join's token instead and the band tokens
-    die at the join (Inception v1's n67 loads, which named block 4b's
-    bands and the stores of block 4a, held two band pairs across n63's
-    engine 0 copies).  Exact: the join completes after each token it
-    replaces (D-HAZ-ORDER), so the transfer is ordered after what it was
-    and after the join.  A transfer with no other dep keeps its bands (it
-    would wait for the join's run: SqueezeNet's fire9 copies, +936 cycles
-    at n37 and n40).  Whether any deps were rewritten.  Linear: the
-    estimate is one pass over the block, and a transfer's joins are the
-    users of its deps issued before it."""
+    it (their join: the bias add after a convolution's two NMU bands), the
+    transfer takes the join's token instead and the band tokens die at the
+    join, where either
+    - the join ends, by the static estimate (`times`), no later than
+      another dep of the transfer (so the join delays it by nothing the
+      estimate sees: Inception v1's n67 loads, which named block 4b's bands
+      and the stores of block 4a, held two band pairs across n63's engine 0
+      copies), or
+    - the join frees a token (session 44): the transfer is the last use of
+      each band it replaces, and no loop stands between the join and the
+      transfer (`frees_token`: ShuffleNet's weight loads after their
+      layer's bands, 12 of them, 41 -> 44 of 49 convolutions within 2x).
+    Exact: the join completes after each token it replaces (D-HAZ-ORDER),
+    so the transfer is ordered after what it was and after the join.
+    Elsewhere the transfer keeps its bands: one naming its bands only, whose
+    bands a later task names too, would wait for the join's run and free
+    nothing (SqueezeNet's fire9 copies, +936 cycles at n37 and n40); one
+    freeing a token across a loop gave it to a store live across that loop
+    (SqueezeNet's `copy658` across n22's tile loop: +268 cycles at n18 and
+    n22).  Whether any deps were rewritten.  Linear: the estimate is one
+    pass over the block, the loops before each statement one prefix sum,
+    and a transfer's joins are the users of its deps issued before it."""
     index = {op: i for i, op in enumerate(live.ops)}
+    # loops[i]: the loops among the block's first i statements
+    loops = list(accumulate((type(o) is LoopOp for o in live.ops), initial=0))
     changed = False
     for k, op in enumerate(live.ops):
         named: set[SSAValue] = set()
@@ -182,8 +194,11 @@ def join_named(live: BlockLiveness, times: FinishTimes) -> bool:
             join = live.ops[j]
             assert isinstance(join, ComputeOp)  # `async_compute`
             joined = [t for t in join.dep_values() if t in named]
+            if len(joined) < 2:
+                continue
             others = (times.end.get(p, 0) for p in producers_of(op.deps) if p.result not in joined)
-            if len(joined) < 2 or times.end.get(join, 0) > max(others, default=-1):
+            later = times.end.get(join, 0) <= max(others, default=-1)
+            if not later and not frees_token(live, joined, j, k, loops):
                 continue
             for token in joined:
                 retoken(op, token, [join.result])
@@ -191,6 +206,23 @@ def join_named(live: BlockLiveness, times: FinishTimes) -> bool:
             changed = True
         times.step(op)
     return changed
+
+
+def frees_token(
+    live: BlockLiveness, joined: Sequence[SSAValue], j: int, k: int, loops: Sequence[int]
+) -> bool:
+    """Whether the transfer at statement `k` taking the join at statement
+    `j` instead of the bands `joined` frees a token (`join_named`, session
+    44): it is the last use of each band (else the join's token is one more,
+    live from the join to the transfer), and no loop stands between them
+    (`loops`: the loops among the block's first i statements; the token
+    freed across a loop counts at the program's level only, where the
+    sharing gave it to a store live across the loop rather than to a copy
+    the loop waits for: SqueezeNet's `copy514` took a slice from `copy491`,
+    the store its next layer loads)."""
+    return loops[k] == loops[j + 1] and all(
+        isinstance(t.owner, TaskOp) and live.intervals[t.owner][1] == k for t in joined
+    )
 
 
 def retire_shared(live: BlockLiveness, below: int, crowded: Callable[[int, int], bool]) -> bool:
