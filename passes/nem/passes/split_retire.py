@@ -474,3 +474,62 @@ def _even_slices(group: Sequence[TransferOp]) -> bool:
     return all(a >= b for a, b in zip(sizes, sizes[1:])) and (
         not sizes or sizes[0] - sizes[-1] <= 1
     )
+
+
+def retire_done(
+    live: BlockLiveness,
+    whole: Sequence[tuple[TransferOp, int, int]],
+    room: Callable[[int, int], bool],
+    times: FinishTimes,
+) -> bool:
+    """Wait for a transfer the split left whole, at the first statement
+    from which, by the static estimate of when tasks end (`times`), every
+    task issued up to its last consumer starts after it has ended (a loop
+    statement counted at the stream's time when it is reached), where its
+    tokens have `room` from its own statement to that one; and drop it from
+    the consumers from there on.  Its token then dies at the wait rather
+    than at a far consumer (a layer's store into a concatenation that the
+    next block reads, held across the whole block), and the split can give
+    it its slices.  Whether any was retired (the caller shares the tokens
+    again)."""
+    if not whole:
+        return False
+    n = len(live.ops)
+    starts = [0] * n  # each statement's estimated start (its stream time for a loop)
+    for k, op in enumerate(live.ops):
+        clock = times.clock
+        times.step(op)
+        if isinstance(op, TaskOp):
+            starts[k] = times.end[op] - times.cycles(op)
+        else:
+            starts[k] = clock if type(op) is LoopOp else 1 << 62
+    held: dict[int, list[SSAValue]] = {}
+    for op, first, last in whole:
+        end = times.end.get(op)
+        if end is None:
+            continue
+        at, least = None, 1 << 62
+        for k in range(last, first, -1):  # the least start over [k, last]
+            least = min(least, starts[k])
+            if least < end:
+                break
+            at = k
+        if at is None or at >= last or not room(first, at):
+            continue
+        held.setdefault(at, []).append(op.result)
+    if not held:
+        return False
+    block = live.ops[0].parent_block()
+    idx = {o: k for k, o in enumerate(live.ops)}
+    for k, tokens in held.items():
+        for token in tokens:
+            for user in {u.operation for u in token.uses}:
+                cur: Operation | None = user
+                while cur is not None and cur.parent_block() is not block:
+                    cur = cur.parent_op()
+                if cur is not None and idx[cur] >= k:
+                    retoken(user, token, [])
+                    if type(user) is WaitOp and not user.operands:
+                        Rewriter.erase_op(user)
+        wait_before(live.ops[k], tokens)
+    return True

@@ -81,7 +81,11 @@ through deps are dropped (`drop_reached_deps`, session 43: the same
 happens-before relation, the tokens dying at their earlier uses; a
 layer's input loads named the earlier layer's stores that a later store
 they name follows, 4 of 32 tokens held across a MaxPool whose engine 0
-copies then ran whole).  Slices are not split again (`split_already`), and
+copies then ran whole); and after the sharing there, a store it left
+whole is waited for where the static estimate has it done, dropped from
+its consumers after the wait, and the block shared again (`retire_done`,
+session 44: a store into a concatenation a later block reads, held across
+the block).  Slices are not split again (`split_already`), and
 `retire_shared` asks the counts before the split (`unsplit_counts`) and
 takes no wait the retire rules added for a stretch of the stream
 (`stops_stream`): run on its own output, the pass changes nothing on the
@@ -139,6 +143,7 @@ from nem.passes.split_retire import (
     join_named,
     moved_bytes,
     retire_crowded,
+    retire_done,
     retire_held,
     retire_shared,
     retoken,
@@ -202,6 +207,12 @@ def touches_l1(op: TransferOp) -> bool | None:
         return None
     l1 = (dt.level.kind == "L1", st.level.kind == "L1")
     return None if all(l1) else any(l1)
+
+
+def stores(op: TransferOp) -> bool:
+    """Whether a transfer moves from L1 to a slower memory (a layer's store)."""
+    dt = op.dst.type
+    return bool(touches_l1(op)) and isinstance(dt, RegionType) and dt.level.kind != "L1"
 
 
 def _literal(region: SSAValue, what: str) -> int | None:
@@ -430,6 +441,24 @@ class Choice:
             counts = [c + loops.get(op, 0) for c, op in zip(live.counts(), live.ops)]
             tree = MaxTree(counts)
             slices = share(found, tree, budget)
+        # the copies left whole whose tokens a wait can retire once they are done
+        if budget is not None and isinstance(program, ProgramOp):
+            left = [
+                (op, first, last)
+                for (op, (first, last), plan), k in zip(found, slices)
+                if k == 1 < len(plan.parts) and stores(op)
+            ]
+            if retire_done(
+                live,
+                left,
+                lambda first, last: tree.max(first, last) < budget,
+                FinishTimes(self.unit_chars, self.ev),
+            ):
+                live = block_liveness(block, self.ev, bodies=False)
+                found = self._found(live, least)
+                counts = [c + loops.get(op, 0) for c, op in zip(live.counts(), live.ops)]
+                tree = MaxTree(counts)
+                slices = share(found, tree, budget)
         for (op, _, plan), k in zip(found, slices):
             if k >= 2:
                 self.plans[op] = replace(plan, parts=even_parts(sum(m for _, m in plan.parts), k))
