@@ -460,6 +460,7 @@ def test_a_transfer_naming_only_its_bands_takes_their_join_where_it_frees_a_toke
     assert "deps=[b1, b2])" in _split(later, max_tokens=5)
     assert "deps=[b1, b2])" in _split(LOOPED, max_tokens=5)
 
+
 _STRIP8 = "elem=f32, shape=[2, 256], layout=MN"
 DONE = f"""device "npm_pro_x1.nem"
 
