@@ -163,13 +163,10 @@ def old_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockState
             f"dynamic shape {t} is not supported: NEM buffers have static sizes",
             "tile with static sizes",
         )
-    if result in ctx.tag_memrefs:
-        return
     seen = ctx.views.get(result)
     if seen is not None and seen.base.is_const():
         return
     if only_dma_tags(result):
-        ctx.tag_memrefs.add(result)
         return
     elem = t.element_type
     check_elem(op, elem)

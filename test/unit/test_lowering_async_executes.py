@@ -6,7 +6,8 @@ body kept in a `nem_lowering.scope` (its scratch buffers its own).
 The differential test across that rewrite: `lower-to-nem` prints the same
 `.nem` and the same remarks or errors as the conversion with the table
 before it (the handlers of `async_ops.py` and `loops.carried_tokens`, kept
-below as they were, the execute's scratch scope the generic one) on every
+below as they were, an execute's body a scratch scope of its own as a
+`nem_lowering.scope`'s is, `_old_task_scope`) on every
 lowering input with an async op and the async sweep's programs (its fixed
 cases and random draws); on every other input the pass leaves the module
 as it is.  And the pass is not vacuous: no async op is left in an entry
@@ -15,8 +16,10 @@ function that lowers."""
 from __future__ import annotations
 
 import random
+import sys
 import weakref
 from pathlib import Path
+from types import ModuleType
 
 import async_sources as src
 import pytest
@@ -25,6 +28,7 @@ from lowering_diff import (
     INPUTS,
     LIT_MLIR,
     MLIR_INPUTS,
+    Outcome,
     assert_old_pipeline,
     before,
     entries_in,
@@ -35,9 +39,10 @@ from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Operation, SSAValue
 
 from nem.compile.lower import xdsl_context
+from nem.dialect.scope_op import ScopeOp
 from nem.frontends.upstream_dialects import async_dialect as asy
 from nem.frontends.upstream_dialects import parse_mlir
-from nem.passes.lowering import loops
+from nem.passes.lowering import accumulators, loops, staging
 from nem.passes.lowering.async_executes import InlineAsyncExecutesPass
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
@@ -78,11 +83,7 @@ def _execute(lw: Lowering, op: asy.ExecuteOp, st: BlockState) -> None:
             raise reject(op, "dependency token does not come from an async.execute")
     for v, arg in zip(op.body_operands, op.body_region.block.args):
         _operand(lw, op, v, payload_to=arg)
-    ctx.task_scopes.append(op)  # `ctx.executes` as it was
-    try:
-        lw.lower_block(op.body_region.block, st.builder)
-    finally:
-        ctx.task_scopes.pop()
+    lw.lower_block(op.body_region.block, st.builder)  # its scratch: `_old_task_scope`
     made.add(op.token)
     yielded = op.body_region.block.last_op
     for r, v in zip(op.body_results, yielded.operands if yielded is not None else ()):
@@ -93,6 +94,35 @@ def _execute(lw: Lowering, op: asy.ExecuteOp, st: BlockState) -> None:
         elif isinstance(v.type, IndexType) and r.uses:
             assert yielded is not None
             ctx.env[r] = ctx.index(v, yielded)
+
+
+def _old_task_scope(op: Operation) -> Operation | None:
+    """`staging.task_scope` as the old table needs it (`ctx.executes`, then
+    `ctx.task_scopes`, as they were): the innermost `async.execute`, whose
+    body `_execute` lowers in place, or `nem_lowering.scope` holding `op`."""
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, asy.ExecuteOp | ScopeOp):
+        parent = parent.parent_op()
+    return parent
+
+
+def _scope_readers() -> list[ModuleType]:
+    """The lowering's modules that call `staging.task_scope`."""
+    return [
+        m
+        for name, m in list(sys.modules.items())
+        if name.startswith("nem.passes.lowering.")
+        and getattr(m, "task_scope", None) is staging.task_scope
+    ]
+
+
+def _lower_before(text: str, entry: str) -> Outcome:
+    """`lower` with the old pipeline: the pass left out, the old table, an
+    execute's body a scratch scope of its own (`_old_task_scope`)."""
+    with pytest.MonkeyPatch.context() as m:
+        for mod in _scope_readers():
+            m.setattr(mod, "task_scope", _old_task_scope)
+        return lower(text, entry, _before)
 
 
 def _await(lw: Lowering, op: asy.AwaitOp, st: BlockState) -> None:
@@ -163,6 +193,17 @@ def test_the_comparison_is_with_the_old_pipeline() -> None:
     and some inputs with async ops lower: else the differential tests below
     would compare the new pipeline with itself, or errors with errors."""
     assert_old_pipeline(_before, InlineAsyncExecutesPass, BEFORE)
+    assert {m.__name__ for m in _scope_readers()} >= {staging.__name__, accumulators.__name__}
+    inside = [
+        op
+        for p in WITH_ASYNC
+        for e in entries_in(p.read_text())
+        for op in entry_function(parse_mlir(xdsl_context(), p.read_text()), e).walk()
+        if isinstance(op.parent_op(), asy.ExecuteOp)
+    ]
+    assert inside
+    assert all(_old_task_scope(op) is op.parent_op() for op in inside)
+    assert all(staging.task_scope(op) is None for op in inside)
     lowered = [
         (p.name, e)
         for p in WITH_ASYNC
@@ -206,7 +247,7 @@ def test_the_rewrite_changes_no_output(path: Path) -> None:
             assert after == plain, entry
             continue
         new = lower(text, entry)
-        assert new == lower(text, entry, _before), entry
+        assert new == _lower_before(text, entry), entry
         if new[0] is not None:
             assert _async_ops(text, entry)[2] == 0, entry
 
@@ -228,5 +269,52 @@ def test_the_sweep_lowers_to_the_same_program(prog: AsyncProgram) -> None:
     assert "async.execute" in prog.text
     new = lower(prog.text, entry)
     assert new[0] is not None, new[1]
-    assert new == lower(prog.text, entry, _before)
+    assert new == _lower_before(prog.text, entry)
     assert _async_ops(prog.text, entry)[2] == 0
+
+
+IN_LOOP = """
+func.func @in_loop(%X: memref<2x32xf32>, %Y: memref<2x32xf32>, %Z: memref<2x32xf32>, %W: memref<2x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  affine.for %j = 0 to 2 {
+    %t0 = async.execute {
+      affine.for %i = 0 to 16 {
+        %x = affine.load %X[%j, %i] : memref<2x32xf32>
+        %y = affine.load %Y[%j, %i] : memref<2x32xf32>
+        %s = arith.addf %x, %y : f32
+        %r = arith.maximumf %s, %zero : f32
+        affine.store %r, %Z[%j, %i] : memref<2x32xf32>
+      }
+      async.yield
+    }
+    affine.for %i = 16 to 32 {
+      %x = affine.load %X[%j, %i] : memref<2x32xf32>
+      %y = affine.load %Y[%j, %i] : memref<2x32xf32>
+      %s = arith.addf %x, %y : f32
+      %r = arith.maximumf %s, %zero : f32
+      affine.store %r, %W[%j, %i] : memref<2x32xf32>
+    }
+    async.await %t0 : !async.token
+  }
+  return
+}
+"""
+"""An execute and a main-stream nest in one loop body, each a fused
+relu(x + y) raised through a scratch buffer of the same shape."""
+
+
+def test_an_execute_in_a_loop_has_scratch_of_its_own() -> None:
+    """The loop is one top-level statement, over which the conversion keeps
+    its scratch buffers: the execute's nest and the main stream's take one
+    each, with the pass (`staging.task_scope`) and with the old pipeline
+    (`_old_task_scope`); with no scope they share one, so the comparison
+    sees the scopes (the inputs above do not: their executes are top-level
+    statements)."""
+    new = lower(IN_LOOP, "in_loop")
+    assert new == _lower_before(IN_LOOP, "in_loop")
+    assert new[0] is not None and "DDR_tmp1 " in new[0]
+    with pytest.MonkeyPatch.context() as m:
+        for mod in _scope_readers():
+            m.setattr(mod, "task_scope", lambda op: None)
+        shared = lower(IN_LOOP, "in_loop")
+    assert shared[0] is not None and "DDR_tmp0 " in shared[0] and "DDR_tmp1 " not in shared[0]

@@ -18,7 +18,8 @@ Its one block holds the ops, lowered in place (its tasks join the
 enclosing NEM block in program order); its results are the values its
 `nem_lowering.yield` yields (memrefs and indices: the same NEM view or
 affine value, D-LOW-ASYNC-VALUE).  The conversion gives the tasks of each
-scope scratch buffers of their own (`LoweringContext.task_scopes`).
+scope scratch buffers of their own (`staging.task_scope`: the innermost
+scope holding the op being lowered).
 
 It lives with the IR, as `nem_lowering.kernel` does: it imports nothing of
 the toolchain.

@@ -13,7 +13,7 @@ from xdsl.ir import Operation
 
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import Band, LoweringContext
-from nem.passes.lowering.staging import scratch
+from nem.passes.lowering.staging import scratch, task_scope
 from nem.passes.lowering.views import View
 
 
@@ -50,7 +50,7 @@ def accumulator(ctx: LoweringContext, op: Operation, yv: View, shape: list[int])
         return Accumulator(tv, tv.base, (0, shape[1]))
     row0, rows = (int(v) for v in band.get_values())
     whole = [shape[0], rows, *shape[2:]]
-    context = ctx.task_scopes[-1] if ctx.task_scopes else None
+    context = task_scope(op)
     key = (yv.buffer, yv.level.data, tuple(whole), yv.elem, context)
     found = ctx.bands.get(key)
     if row0 == 0 or found is None or not ctx.is_declared(found.view.buffer):

@@ -18,7 +18,7 @@ block, in program order, which is one order MLIR allows (an execute only
 depends on tokens defined before it).  Its tasks may run concurrently with
 the others, so they share no scratch buffer with them: the body stays in a
 `nem_lowering.scope` (`scope_op`), which the conversion lowers in place
-with scratch buffers of its own (`LoweringContext.task_scopes`,
+with scratch buffers of its own (`staging.task_scope`,
 D-LOW-ASYNC).  What tokens order is data, and `nem-synthesize-deps` orders
 every conflicting access from the happens-before model: an execute's
 dependencies and the tokens a NEM loop carries (`iter_args` of

@@ -26,6 +26,7 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.legality import TaskLegality
+from nem.passes.lowering.memref_roots import only_dma_tags
 from nem.passes.lowering.partial_tiles import PeelScope, RegionAccess
 from nem.passes.lowering.views import View
 
@@ -279,8 +280,6 @@ class LoweringContext:
         """Which buffer each memref value is, from the MLIR (D-LOW-OUTLINE)."""
         self.env: dict[SSAValue, Aff] = {}
         """Affine value of each index value lowered so far."""
-        self.tag_memrefs: set[SSAValue] = set()
-        """`memref<..xi32>` allocations used only as DMA tags (no buffer)."""
         self.allocated: list[SSAValue] = []
         """The buffers declared for `memref.alloc`s (D-LOW-BUF)."""
         self.decl_block = Block()
@@ -292,10 +291,6 @@ class LoweringContext:
         """The pipelined loops being lowered (re-rolled, D-LOW-PIPE, or tile
         loops, D-LOW-PIPE-BODY), innermost last: each one's variable and the
         slots of the buffers its body declares (its window)."""
-        self.task_scopes: list[Operation] = []
-        """The `nem_lowering.scope`s being lowered, innermost last: their tasks
-        may run concurrently with the others, and share no scratch buffer
-        with them (`staging.scratch`, D-LOW-ASYNC-INLINE)."""
         self.legality = TaskLegality(catalog, device, options.device)
         """Whether a task has a variant on the target (`staging.illegal`, D-LOW-OUTLINE)."""
         self.scratch: dict[tuple[object, ...], View] = {}
@@ -355,7 +350,7 @@ class LoweringContext:
         """The NEM view of memref operand `v` of `user`."""
         vw = self.views.get(v)
         if vw is None:
-            if v in self.tag_memrefs:
+            if only_dma_tags(v):
                 raise reject(user, "a DMA tag memref is used as data")
             raise reject(
                 user,

@@ -25,16 +25,12 @@ from nem.passes.lowering.state import BlockState, Handler, Lowering
 
 def lower_scope(lw: Lowering, op: ScopeOp, st: BlockState) -> None:
     """The scope's tasks at its place, with scratch buffers of their own
-    (`staging.scratch`): they may run concurrently with the others, as the
+    (`staging.scratch`, which reads the scope from the IR: `task_scope`): they may run concurrently with the others, as the
     `async.execute` it was (D-LOW-ASYNC-INLINE).  Its results are the views
     (memrefs) and affine values (indices) its yield gives, which the walk
     leaves to it (D-LOW-WALK)."""
     ctx = lw.ctx
-    ctx.task_scopes.append(op)
-    try:
-        lw.lower_block(op.body.block, st.builder)
-    finally:
-        ctx.task_scopes.pop()
+    lw.lower_block(op.body.block, st.builder)
     yielded = op.yielded
     for r, v in zip(op.results, yielded.operands):
         if isinstance(v.type, MemRefType) and r.uses:

@@ -75,13 +75,10 @@ def lower_alloc(lw: Lowering, op: DeclaredBuffer, st: BlockState) -> None:
             f"dynamic shape {t} is not supported: NEM buffers have static sizes",
             "tile with static sizes",
         )
-    if result in ctx.tag_memrefs:
-        return
     seen = ctx.views.get(result)
     if seen is not None and seen.base.is_const():
         return  # lowered before: a peeled iteration reuses its loop's buffers (D-LOW-PEEL)
     if only_dma_tags(result):
-        ctx.tag_memrefs.add(result)
         return
     elem = t.element_type
     strides = allocation_strides(op, t)

@@ -14,6 +14,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from nem.dialect.attributes import RegionType
 from nem.dialect.builder import Loc, NemBuilder
 from nem.dialect.ops import ComputeOp, RegionOp, TaskOp
+from nem.dialect.scope_op import ScopeOp
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.state import BlockState
@@ -140,7 +141,7 @@ def scratch(
     of the input, and the main stream) do not share one: they may run
     concurrently (D-LOW-ASYNC, D-LOW-ASYNC-INLINE)."""
     slots = ctx.slots
-    context = ctx.task_scopes[-1] if ctx.task_scopes else None
+    context = task_scope(anchor)
     elem = like.elem if elem is None else elem
     key = (
         like.level.data,
@@ -165,6 +166,17 @@ def scratch(
     view = View(buf, like.level, elem, tuple(shape), row_major(shape), base, name)
     ctx.scratch[key] = view
     return view
+
+
+def task_scope(op: Operation) -> Operation | None:
+    """The innermost `nem_lowering.scope` holding `op`, whose tasks share
+    no scratch buffer with the others (D-LOW-ASYNC-INLINE); None outside
+    every scope.  Read from the IR: the conversion lowers each op in place,
+    inside the scopes that hold it (D-LOW-WALK)."""
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, ScopeOp):
+        parent = parent.parent_op()
+    return parent
 
 
 def drop_unused_scratch(ctx: LoweringContext) -> None:
