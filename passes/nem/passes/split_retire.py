@@ -15,7 +15,7 @@ from itertools import accumulate
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from nem.analysis.range_max import MaxTree
+from nem.analysis.range_max import MaxTree, MinTable
 from nem.analysis.token_liveness import BlockLiveness, block_liveness, loop_copies
 from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
 from nem.dialect.expressions import Evaluator
@@ -504,17 +504,13 @@ def retire_done(
         else:
             starts[k] = clock if type(op) is LoopOp else 1 << 62
     held: dict[int, list[SSAValue]] = {}
+    table = MinTable(starts)  # no rescan of a store's interval per store
     for op, first, last in whole:
         end = times.end.get(op)
         if end is None:
             continue
-        at, least = None, 1 << 62
-        for k in range(last, first, -1):  # the least start over [k, last]
-            least = min(least, starts[k])
-            if least < end:
-                break
-            at = k
-        if at is None or at >= last or not room(first, at):
+        at = table.first_at_least(first + 1, last, end)
+        if at >= last or not room(first, at):
             continue
         held.setdefault(at, []).append(op.result)
     if not held:
