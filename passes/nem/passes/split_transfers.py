@@ -425,6 +425,16 @@ class Choice:
             return max(counts, default=0)
         tree = MaxTree(counts)
         slices = share(found, tree, budget)
+
+        def reshare() -> tuple[BlockLiveness, list[Found], list[int], MaxTree, list[int]]:
+            """The block shared again after a rule below added waits (fewer
+            tokens at its statements; the loops keep their budgets)."""
+            live = block_liveness(block, self.ev, bodies=False)
+            found = self._found(live, least)
+            counts = [c + loops.get(op, 0) for c, op in zip(live.counts(), live.ops)]
+            tree = MaxTree(counts)
+            return live, found, counts, tree, share(found, tree, budget)
+
         # the small transfers `retire_shared` left, where the split took the
         # last tokens (session 40)
         if budget is not None and retire_crowded(
@@ -435,12 +445,7 @@ class Choice:
             lambda first, last: tree.max(first, last) >= budget,
             self._stalls(live),
         ):
-            # fewer tokens at every statement: the loops keep their budgets
-            live = block_liveness(block, self.ev, bodies=False)
-            found = self._found(live, least)
-            counts = [c + loops.get(op, 0) for c, op in zip(live.counts(), live.ops)]
-            tree = MaxTree(counts)
-            slices = share(found, tree, budget)
+            live, found, counts, tree, slices = reshare()
         # the copies left whole whose tokens a wait can retire once they are done
         if budget is not None and isinstance(program, ProgramOp):
             left = [
@@ -454,11 +459,7 @@ class Choice:
                 lambda first, last: tree.max(first, last) < budget,
                 FinishTimes(self.unit_chars, self.ev),
             ):
-                live = block_liveness(block, self.ev, bodies=False)
-                found = self._found(live, least)
-                counts = [c + loops.get(op, 0) for c, op in zip(live.counts(), live.ops)]
-                tree = MaxTree(counts)
-                slices = share(found, tree, budget)
+                live, found, counts, tree, slices = reshare()
         for (op, _, plan), k in zip(found, slices):
             if k >= 2:
                 self.plans[op] = replace(plan, parts=even_parts(sum(m for _, m in plan.parts), k))
