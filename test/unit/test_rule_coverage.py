@@ -139,10 +139,14 @@ def test_every_decision_the_gaps_name_exists():
 def test_decision_log_has_an_index_of_every_decision():
     """docs/spec-decisions.md (issue 36): every decision has a section of its
     own (`### D-...`), named once, and the index links each one exactly once,
-    in the same order."""
+    in the same order, each by a one-line decision (at most 500 characters:
+    the reasons, figures and sessions are the section's)."""
     text = (REPO / "docs" / "spec-decisions.md").read_text(encoding="utf-8")
     sections = re.findall(r"^### (D-[A-Z0-9-]+)$", text, re.M)
     linked = re.findall(r"^\| \[(D-[A-Z0-9-]+)\]\(#([a-z0-9-]+)\) \|", text, re.M)
     assert len(sections) > 200 and len(set(sections)) == len(sections)
     assert [i for i, _ in linked] == sections
     assert all(anchor == i.lower() for i, anchor in linked)
+    rows = re.findall(r"^\| \[D-[A-Z0-9-]+\]\(#[a-z0-9-]+\) \|.*$", text, re.M)
+    assert len(rows) == len(sections)
+    assert [r[:60] for r in rows if len(r) > 500] == []
