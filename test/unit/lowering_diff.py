@@ -8,33 +8,39 @@ test_lowering_memref_hints.py, test_lowering_async_groups.py,
 test_lowering_async_awaits.py, test_lowering_declare_buffers.py,
 test_lowering_declare_allocations.py, test_lowering_fold_index_arith.py);
 so must `nem-compile` of the ONNX samples (`sample_before_and_after`).  A
-handler two of them keep as it was lives here (`old_alloc`), and the table
-before `arith.addi`/`subi` left it (`WITH_ADD_SUB`)."""
+handler two of them keep as it was lives here (`old_alloc`, whose unused
+buffers every old pipeline's conversion drops: `old_allocations`), and the
+table before `arith.addi`/`subi` left it (`WITH_ADD_SUB`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import fields, replace
 from pathlib import Path
+from weakref import WeakKeyDictionary
 
 import pytest
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import MemRefType, ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ParseError
 
 from nem.compile.lower import xdsl_context
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
+from nem.dialect.ops import BufferOp
 from nem.frontends.nem_text.printer import print_nem
 from nem.frontends.upstream_dialects import parse_mlir
 from nem.passes.driver import run_pipeline
+from nem.passes.lowering import memory_ops
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.handlers import HANDLERS
 from nem.passes.lowering.index_ops import lower_index_binop
+from nem.passes.lowering.memory_ops import allocation_buffers
 from nem.passes.lowering.memref_roots import only_dma_tags
 from nem.passes.lowering.passes import LowerToNemPass, PreparedConversionPass
 from nem.passes.lowering.state import BlockState, Handler, Lowering
@@ -110,6 +116,10 @@ def before(
         def handlers(self) -> dict[type[Operation], Handler]:
             return table
 
+        def apply(self, ctx: Context, op: ModuleOp) -> None:
+            with old_allocations():
+                super().apply(ctx, op)
+
     def edit(steps: Steps) -> Steps:
         out: list[ModulePass] = []
         for p in steps:
@@ -182,7 +192,7 @@ def old_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockState
     slots = ctx.slots
     name = ctx.names.fresh(result.name_hint, f"{level.split('[')[0]}_buf")
     buf = ctx.declare_buffer(name, level, nbytes * slots, op.location)
-    ctx.allocated.append(buf)
+    _OLD_ALLOCATED.setdefault(ctx.decl_block, []).append(buf)
     base = Aff.c(0)
     if slots >= 2:
         n_el = nbytes // View(buf, MemLevelAttr(level), elem, (), (), Aff.c(0), "").elem_bytes
@@ -191,6 +201,29 @@ def old_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockState
     ctx.views[result] = View(
         buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides, base, name
     )
+
+
+_OLD_ALLOCATED: WeakKeyDictionary[Block, list[SSAValue]] = WeakKeyDictionary()
+"""The buffers `old_alloc` declared, by the declarations' block of the run
+(the context's `allocated` before `memory_ops.allocation_buffers`)."""
+
+
+def old_allocation_buffers(fn: func.FuncOp, decls: Block) -> list[BufferOp]:
+    """`memory_ops.allocation_buffers` in the old pipeline: the buffers
+    `old_alloc` declared, whose names no op of `fn` holds (the
+    conversion named them), besides those the new one finds."""
+    old = [b.owner for b in _OLD_ALLOCATED.pop(decls, [])]
+    return allocation_buffers(fn, decls) + [op for op in old if isinstance(op, BufferOp)]
+
+
+@contextmanager
+def old_allocations() -> Iterator[None]:
+    """The old pipeline's conversion drops the unused buffers `old_alloc`
+    declared too (`old_allocation_buffers` in place of
+    `memory_ops.allocation_buffers`)."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(memory_ops, "allocation_buffers", old_allocation_buffers)
+        yield
 
 
 OLD_ALLOCATIONS: dict[type[Operation], Handler] = {
@@ -228,6 +261,7 @@ def sample_before_and_after(
         m.setattr(rewrite, "apply", counted)
         after = compile_onnx(model, stem=str(tmp_path / "after")).nem
         m.setattr(PreparedConversionPass, "handlers", lambda self: table)
+        m.setattr(memory_ops, "allocation_buffers", old_allocation_buffers)
         m.setattr(rewrite, "apply", lambda self, ctx, op: None)
         old = compile_onnx(model, stem=str(tmp_path / "before")).nem
     return after, old, sum(made)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import lowering_diff
 import pytest
 from lowering_diff import (
     INPUTS,
@@ -38,6 +39,7 @@ from nem.dialect.diagnostics import NemDiagnosticError
 from nem.frontends.upstream_dialects import parse_mlir
 from nem.passes.lowering.declare_allocations import DeclareAllocationsPass
 from nem.passes.lowering.handlers import HANDLERS
+from nem.passes.lowering.memory_ops import allocation_buffers
 from nem.passes.lowering.state import Handler
 
 OLD: dict[type[Operation], Handler] = {
@@ -171,6 +173,33 @@ def test_allocations_are_named_before_the_loop_variables() -> None:
     renamed = {"i1": "i0", "a_v1": "a", "DDR_buf0": "DDR_buf1", "a": "a_v1"}
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, renamed)) + r")\b")
     assert pattern.sub(lambda m: renamed[m[1]], new) == old
+
+
+UNUSED = """
+func.func @main(%x: memref<64xf32>, %y: memref<64xf32>) {
+  %u = memref.alloc() : memref<64xf32, 1>
+  %v = memref.alloc() : memref<64xf32, 2>
+  memref.copy %x, %v : memref<64xf32> to memref<64xf32, 2>
+  memref.copy %v, %y : memref<64xf32, 2> to memref<64xf32>
+  memref.dealloc %u : memref<64xf32, 1>
+  return
+}
+"""
+"""An allocation no statement uses (`%u`): declared, then dropped."""
+
+
+def test_the_old_pipeline_drops_its_unused_allocations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unused buffers the conversion drops are those the allocations of
+    the function name (`memory_ops.allocation_buffers`, read from the IR);
+    the old pipeline's, which `old_alloc` named, no op names, so it drops
+    them by `old_allocation_buffers`: the same program, `u` dropped; with
+    the new analysis alone it would keep `u` (the comparison would fail)."""
+    new, old = lower(UNUSED, "main"), _before(UNUSED, "main")
+    assert new == old and new[0] is not None
+    assert "buffer v :" in new[0] and "buffer u :" not in new[0]
+    monkeypatch.setattr(lowering_diff, "old_allocation_buffers", allocation_buffers)
+    kept = _before(UNUSED, "main")[0]
+    assert kept is not None and "buffer u :" in kept
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn", "resblock", "transformer"])

@@ -12,7 +12,9 @@ The differential test across that change: `lower-to-nem` prints the same
 block handed to the table, the five entries, `lower_for` without the
 skip), on every lowering input, a re-rolled pipeline whose last
 iteration lowers, and an ONNX sample through `nem-compile`; and the old
-walk is not vacuous (it reaches terminators and a last iteration)."""
+walk is not vacuous (it reaches terminators and a last iteration).  The
+DMA waits stay in the table: one pairs in one copy of its loop and not in
+another (`test_a_dma_wait_pairs_in_each_copy_of_its_loop`)."""
 
 from __future__ import annotations
 
@@ -150,3 +152,38 @@ def test_a_sample_compiles_to_the_same_program(
         monkeypatch.setattr(PreparedConversionPass, "handlers", lambda self: BEFORE)
         old = compile_onnx(model, stem=str(tmp_path / "before")).nem
     assert old == after
+
+
+PAIRED = """
+func.func @f(%a: memref<20xf32>, %b: memref<16xf32, 2>) {
+  %tag = memref.alloc() : memref<4xi32>
+  affine.for %i = 0 to UB step 16 {
+    %n = affine.min affine_map<(d0) -> (16, -d0 + UB)>(%i)
+    affine.dma_start %a[%i], %b[0], %tag[%i * 2], %n : memref<20xf32>, memref<16xf32, 2>, memref<4xi32>
+    affine.dma_wait %tag[%i], %n : memref<4xi32>
+  }
+  return
+}
+"""
+"""A DMA on tag slot `[%i * 2]` waited on `[%i]`, in a loop of one full
+tile (`UB` 16) or of one full tile and a partial one (`UB` 20)."""
+
+
+def test_a_dma_wait_pairs_in_each_copy_of_its_loop() -> None:
+    """Why the DMA waits stay in the table (D-LOW-WALK): the conversion
+    pairs a wait per copy of its block, on the copy's index values.  The
+    full tile (`%i` is 0: slots 0 and 0) pairs the wait with its start;
+    the peeled partial tile (`%i = 16`: slots 32 and 16) finds no start,
+    the error reported at the `affine.min` as the peeling's.  The same op
+    pairs in one copy and not in the other: no answer attached to it ahead
+    of the conversion is both."""
+    full, _ = lower(PAIRED.replace("UB", "16"), "f")
+    assert full is not None and "wait(dma1)" in full
+    peeled, ((severity, message, loc, _),) = lower(PAIRED.replace("UB", "20"), "f")
+    assert peeled is None and severity == "error" and loc.endswith(":5:5")
+    assert message.startswith("cannot lower 'affine.min': the operands of this affine.min/max")
+    assert "peeling the last iteration" in message
+    assert message.endswith(
+        "'affine.dma_wait': no dma_start with this tag and index is pending in this "
+        "block (a DMA started in another iteration or scope cannot be paired)"
+    )

@@ -280,8 +280,6 @@ class LoweringContext:
         """Which buffer each memref value is, from the MLIR (D-LOW-OUTLINE)."""
         self.env: dict[SSAValue, Aff] = {}
         """Affine value of each index value lowered so far."""
-        self.allocated: list[SSAValue] = []
-        """The buffers declared for `memref.alloc`s (D-LOW-BUF)."""
         self.decl_block = Block()
         """Program-scope declarations (hoisted buffers), moved to the top at the end."""
         self.decls = NemBuilder.at_end(self.decl_block)

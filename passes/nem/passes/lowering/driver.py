@@ -165,7 +165,7 @@ class Lowerer(Lowering):
                 BlockState(NemBuilder.at_end(body, fn.location), top=True),
             )
             check_narrowed(root)
-        drop_unused_allocations(ctx)
+        drop_unused_allocations(ctx, fn)
         Rewriter.inline_block(ctx.decl_block, InsertPoint.at_start(body))
         for f in funcs:
             f.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import affine, memref
+from xdsl.dialects import affine, func, memref
 from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from nem.dialect.attributes import MemLevelAttr
 from nem.dialect.buffer_op import BufferOp as DeclaredBuffer
@@ -101,7 +101,6 @@ def lower_alloc(lw: Lowering, op: DeclaredBuffer, st: BlockState) -> None:
     slots = ctx.slots
     name = op.buffer_name
     buf = ctx.declare_buffer(name, level, nbytes * slots, op.location)
-    ctx.allocated.append(buf)
     base = Aff.c(0)
     if slots >= 2:
         n_el = nbytes // View(buf, MemLevelAttr(level), elem, (), (), Aff.c(0), "").elem_bytes
@@ -123,18 +122,31 @@ def allocation_strides(op: Operation, t: MemRefType) -> tuple[int, ...]:
     return strides
 
 
-def drop_unused_allocations(ctx: LoweringContext) -> None:
-    """Erase the buffers of allocations that no statement of the program
-    uses (a pooling window's `3x3` shape operand, which the compute reads
-    nothing of): with no use they have no lifetime, so `nem-share-buffers`
-    cannot share their bytes, and they would hold L1 for the whole program
-    (D-LOW-BUF; Inception v2 exceeded its L1 by the 1 KB of sixteen of them
-    and was tiled twice)."""
-    for buf in ctx.allocated:
-        name = buf.owner.buffer_name.data if isinstance(buf.owner, BufferOp) else None
-        if ctx.drop_if_unused(buf) and name in ctx.summary.slotted:
+def allocation_buffers(fn: func.FuncOp, decls: Block) -> list[BufferOp]:
+    """The declarations among `decls` of the buffers the allocations of `fn`
+    name (`nem-declare-allocations`, D-LOW-DECLARE), in their order: those
+    `lower_alloc` declared, read from the IR (D-LOW-WALK).  No other
+    declaration has such a name: the conversion's generator resumes the
+    one that named them (`Names.resumed`)."""
+    names = {
+        op.buffer_name
+        for op in fn.walk()
+        if isinstance(op, DeclaredBuffer) and op.is_allocation and op.buffer is not None
+    }
+    return [op for op in decls.ops if isinstance(op, BufferOp) and op.buffer_name.data in names]
+
+
+def drop_unused_allocations(ctx: LoweringContext, fn: func.FuncOp) -> None:
+    """Erase the buffers of the allocations of `fn` that no statement of the
+    program uses (a pooling window's `3x3` shape operand, which the compute
+    reads nothing of): with no use they have no lifetime, so
+    `nem-share-buffers` cannot share their bytes, and they would hold L1 for
+    the whole program (D-LOW-BUF; Inception v2 exceeded its L1 by the 1 KB
+    of sixteen of them and was tiled twice)."""
+    for op in allocation_buffers(fn, ctx.decl_block):
+        name = op.buffer_name.data
+        if ctx.drop_if_unused(op.result) and name in ctx.summary.slotted:
             ctx.summary.slotted.remove(name)
-    ctx.allocated.clear()
 
 
 # ---------------------------------------------------------------------------
