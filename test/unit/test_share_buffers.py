@@ -560,3 +560,36 @@ def test_spread_keeps_early_weights_off_the_previous_nests_bytes():
         assert packing is not None and _units(packing) == {"a": 0, "b": 0, "c": 0}
         (apart,) = spread(Plan(("L1[0]",), tuple(items), (packing,)), {"L1[0]": U}).packings
         assert _units(apart) == {"a": 0, "b": 2, "c": w_at} and apart.size == 3 * U
+
+
+def test_spread_lowers_its_limit_faster_while_the_overshoot_does_not_shrink():
+    """A buffer kept apart (w1, apart from a1's phase) pushes one that
+    cannot be kept apart (y1, live across both phases) past the room by
+    one byte, and lowering the limit by that byte leaves w1 apart: tried
+    again with the limit lowered by the overshoot only, the spread never
+    fitted within its tries and the whole level kept its tight packing
+    (VGG-19's L1[3], and Inception v1's once its 13-row layers' engine
+    parts are even: session 45).  Each try lowers the limit twice as far
+    as the last, so w1 gives up its apart bytes and a2 still keeps off
+    the bytes of the phase before it (D-LOW-SHARE)."""
+    from nem.analysis.buffer_lifetimes import Lifetime, Packing, Plan, spread
+
+    _, prog = _program(LAYERS)
+    bufs = {op.buffer_name.data: op for op in prog.walk() if isinstance(op, BufferOp)}
+    u = 24
+    items = (
+        Lifetime(bufs["a1"], 4 * u, 1, 0, 0, (0, 0)),
+        Lifetime(bufs["w1"], 3 * u, 1, 1, 1, (1, 1)),
+        Lifetime(bufs["y1"], 2 * u, 1, 0, 1, (0, 1)),
+        Lifetime(bufs["a2"], u, 1, 2, 2, (2, 2)),
+    )
+    tight = Packing("L1[0]", {it.buffer: 0 for it in items} | {bufs["y1"]: 4 * u}, 6 * u, 1, 10 * u)
+    found = Plan(("L1[0]",), items, (tight,))
+    (apart,) = spread(found, {"L1[0]": 3 * u - 1}).packings
+    assert {b.buffer_name.data: o / u for b, o in apart.offsets.items()} == {
+        "a1": 0,
+        "w1": 0,
+        "y1": 4,
+        "a2": 3,
+    }
+    assert apart.size == 6 * u
