@@ -136,6 +136,7 @@ CASES = [
     ("ReduceMax", X4, {"a": np.array([1], np.int64)}, {}),
     ("ReduceMin", {"x": (2, 3, 5)}, {}, {"keepdims": 0}),
     ("ReduceSum", {"x": (2, 3, 5)}, {}, {"noop_with_empty_axes": 1}),
+    ("ReduceMin", {"x": (2, 3, 5)}, {}, {"noop_with_empty_axes": 1, "keepdims": 0}),
     ("Pow", {"x": (2, 3, 4)}, {"c": np.array(2.0, np.float32)}, {}),
     ("Pow", {"x": (2, 3, 4)}, {"c": np.array([1.0, 2.0, 3.0, 4.0], np.float32)}, {}),
 ]

@@ -49,7 +49,8 @@ def reduction(kind: str) -> Callable[[Importer, Node], None]:
     def convert(imp: Importer, node: Node) -> None:
         x = imp.tensor(node.input(0))
         axes = _axes(imp, node, x.rank)
-        if not axes:  # noop_with_empty_axes=1 and no axes: the input unchanged
+        keepdims = int(node.attrs.get("keepdims", 1))
+        if not axes:  # noop_with_empty_axes=1 and no axes: the input unchanged, whatever keepdims
             imp.vals[node.outputs[0]] = x
             return
         v = x.value
@@ -75,7 +76,7 @@ def reduction(kind: str) -> Callable[[Importer, Node], None]:
 
             value, perm = elementwise(imp, [y], finish, elem=emit.elem_type(v) if wide else None)
             y = TensorVal(value, kept, perm)
-        if int(node.attrs.get("keepdims", 1)):
+        if keepdims:
             imp.define(node.outputs[0], y.value, y.perm)
         else:
             imp.define(
