@@ -182,3 +182,85 @@ def test_the_affine_model_is_the_footprint_of_d_compile_tiles(text):
             np.array(rows, dtype=np.int64), np.array(band.extents, dtype=np.int64)
         )
         assert [int(n) for n in need] == [sum(tiling.footprint(band, r)) for r in rows]
+
+
+def _conv(h: int, cin: int, cout: int, k: int) -> str:
+    """A stride-1 convolution of a square `h` x `h` output, `k` x `k` kernel."""
+    i = h + k - 1
+    return f"""
+func.func @cv(%x: memref<1x{i}x{i}x{cin}xf32>, %w: memref<{k}x{k}x{cin}x{cout}xf32>,
+              %y: memref<1x{h}x{h}x{cout}xf32>) {{
+  linalg.conv_2d_nhwc_hwcf ins(%x, %w : memref<1x{i}x{i}x{cin}xf32>, memref<{k}x{k}x{cin}x{cout}xf32>)
+                           outs(%y : memref<1x{h}x{h}x{cout}xf32>)
+  return
+}}
+"""
+
+
+def test_a_one_tile_1x1_part_is_cut_along_its_output_channels():
+    """Inception v1's 13x13 1x1 layers, rows split 4, 4, 4 and 1 over the
+    engines, each part one tile: `channel_cut` cuts the output channels
+    (528 -> 128: tiles of 64, two a part) and no other loop
+    (D-COMPILE-TILE-TIME, session 45)."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = band_of(_conv(13, 528, 128, 1))
+        one = [1, 4, 13, 128, 1, 1, 528]
+        cut = tile_cost.channel_cut(band, one, {1: [4, 1]}, BUDGET, 4, 2)
+        assert cut == [1, 4, 13, 64, 1, 1, 528]
+        tiled = [1, 2, 13, 128, 1, 1, 528]  # a part tiled already: no cut
+        assert tile_cost.channel_cut(band, tiled, {1: [4, 1]}, BUDGET, 4, 2) == tiled
+
+
+@pytest.mark.parametrize(
+    "h, cin, cout, k, parts",
+    [
+        (14, 128, 32, 3, [4, 2]),  # a window: DenseNet-121's 3x3 at 14x14
+        (28, 160, 128, 1, [7]),  # DenseNet-121's 28x28 1x1: under CUT_GAIN
+    ],
+)
+def test_windows_and_small_gains_keep_their_one_tile(h, cin, cout, k, parts):
+    """A 3x3 convolution keeps its one tile (its weights, cut, would load
+    inside the tile loop after its input, not beside the layer before), and
+    so does a 1x1 part the cut gains less than a fifth of, its convolution
+    priced over the engine's two NMUs (D-COMPILE-TILE-TIME, session 45)."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = band_of(_conv(h, cin, cout, k))
+        one = list(band.extents)
+        one[1] = max(parts)
+        assert tile_cost.channel_cut(band, one, {1: parts}, BUDGET, 4, 2) == one
+
+
+def test_a_cut_gives_way_to_a_one_tile_contraction_after_it():
+    """`transform.plan_ops` takes the cut of a 1x1 part, but not where the
+    next contraction is one tile a part: the cut's tile loop would hold that
+    one's copies (its weights) back until the loop's last iteration is
+    issued, where they load beside a part of one tile (DenseNet-121's 3x3
+    layers at 14x14 after their 1x1, n307's weights 1,157 cycles later;
+    D-COMPILE-TILE-TIME, session 45)."""
+    from nem.compile import transform
+    from nem.compile.options import CompileOptions
+    from nem.devices.device_lookup import find_device
+
+    one = """
+  linalg.conv_2d_nhwc_hwcf ins(%x, %w : memref<1x13x13x528xf32>, memref<1x1x528x128xf32>)
+                           outs(%y : memref<1x13x13x128xf32>)"""
+    window = """
+  linalg.conv_2d_nhwc_hwcf ins(%p, %v : memref<1x15x15x128xf32>, memref<3x3x128x32xf32>)
+                           outs(%z : memref<1x13x13x32xf32>)"""
+    args = (
+        "%x: memref<1x13x13x528xf32>, %w: memref<1x1x528x128xf32>, %y: memref<1x13x13x128xf32>, "
+        "%p: memref<1x15x15x128xf32>, %v: memref<3x3x128x32xf32>, %z: memref<1x13x13x32xf32>"
+    )
+    device = find_device("npm_pro_x1")
+    sizes = []
+    for body in (one, one + window):
+        with ir.Context(), ir.Location.unknown():
+            module = ir.Module.parse(f"func.func @f({args}) {{{body}\n  return\n}}")
+            fn = next(o.operation for o in module.body.operations)
+            plans = transform.plan_ops(fn, device, CompileOptions(), 4)
+            sizes.append([p.sizes for p in plans if p])
+    cut, kept = sizes
+    assert cut == [[1, 4, 13, 64, 1, 1, 528]]
+    assert kept[0] == [1, 4, 13, 128, 1, 1, 528]
+    window = kept[1]  # one tile a part: 8 output channels on each engine
+    assert window == [1, 13, 13, 8, 3, 3, 128]

@@ -51,7 +51,7 @@ import numpy as np
 from mlir import ir
 
 from nem.compile import tile_time
-from nem.compile.nest_ir import Access, Band, access_box, batch_loops
+from nem.compile.nest_ir import Access, Band, access_box, batch_loops, is_contraction
 
 GAIN = 0.75
 """Take the searched sizes only when they move at most this share of the
@@ -73,6 +73,14 @@ rows and its 28x28 parts of 7).  Grouped and depthwise convolutions only
 v1 0.16% slower at 4, SqueezeNet 1.1% at 8 (its 27x27 parts of 6-7 rows).
 Longer parts keep the estimate's choice (cut too, SqueezeNet's 55x55 parts
 of 13-14 rows ran slower)."""
+CUT_GAIN = 0.8
+"""An engine part of one tile is cut along its output channels
+(`channel_cut`) only for an estimated gain of at least a fifth of its
+cycles: DenseNet-121's 1x1 layers at 28x28 (parts of 7 rows, 128 output
+channels, 160-224 input channels), estimated 0.88-0.94 of the one tile at
+0.9, ran slower cut (n157 5,532 -> 6,646 busy cycles: the fused batch
+norm's elementwise ops run in every tile's chain, which the estimate does
+not price; D-COMPILE-TILE-TIME, session 45)."""
 MAX_CANDIDATES = 200_000
 """Size combinations scored at most (candidates per loop are thinned to the
 powers of two dividing it beyond that)."""
@@ -287,6 +295,90 @@ def search(
         pick = _by_cycles(model, S, ok, moved, pick, lengths, red, dmas, cut)
         pick = _lone_part_cut(model, S, need <= budget, moved, pick, lengths, parts, red, dmas)
     return [int(x) for x in pick]
+
+
+def channel_cut(
+    band: Band,
+    sizes: Sequence[int],
+    parts: dict[int, list[int]] | None,
+    budget: int,
+    dmas: int,
+    nmus: int = 1,
+) -> list[int]:
+    """`sizes`, or where they leave every engine part of a contraction over
+    one loop (a 1x1 convolution, a matmul) one tile, the sizes that cut one
+    loop its output's innermost dimension depends on (the output channels)
+    in two tiles or more in every part, dividing each, with the fewest
+    estimated cycles (`tile_time`; ties: the smaller tile) when they take
+    at most CUT_GAIN of the one tile's (D-COMPILE-TILE-TIME, session 45).
+
+    A part of one tile loads its input and all of its weights, then runs
+    its convolution, then stores it: nothing overlaps (Inception v1's 1x1
+    layers at 13x13, rows 4, 4, 4 and 1, each engine loading 49-64 KB of
+    weights, about the layer's bound alone).  Cut along the output
+    channels, each tile loads its share of the weights (the input, which
+    the loop does not index, is copied once outside it, D-COMPILE-HOIST)
+    and two tiles are in flight: the second's weights load while the first
+    computes, the first stores while the second computes.  The one tile's
+    convolution is priced over its engine's NMUs, in bands of output rows
+    as `nmu_split` spreads a straight-line convolution
+    (D-COMPILE-NMU-SPLIT), where a tile loop's are not.  A window (a 3x3
+    convolution) keeps its one tile: DenseNet-121's 3x3 128 -> 32 at 14x14,
+    cut, ran no faster (2,962 -> 2,987 busy cycles) and its first four
+    layers' weights no longer loaded beside the layer before (n307's share
+    of the critical path 1,830 -> 2,987).  The cut loop is no reduction
+    loop: each output's sum is the same, bit for bit."""
+    pick = [int(x) for x in sizes]
+    if not band.extents or any(e < 1 for e in band.extents) or not is_contraction(band):
+        return pick
+    model = _Model(band)
+    red = set(model.reductions())
+    if sum(1 for i in red if band.extents[i] > 1) != 1:
+        return pick  # no sum, or a window's
+    if not model.linear_at(pick) or not model.linear_at(band.extents):
+        return pick
+    lengths = [(parts or {}).get(i, [e]) for i, e in enumerate(band.extents)]
+    L = np.array([max(x) for x in lengths], dtype=np.int64)
+    if any(s < x for s, x in zip(pick, L)):
+        return pick  # a part is tiled already
+    units = batch_loops(band)
+    written = [coef for _, _, w, _, coef in model.rows if w]
+    rows = []
+    for i in range(len(L)):
+        if i in red or i in units or not any(c[-1, i] for c in written):
+            continue
+        for d in _divisors(min(lengths[i])):
+            if 2 * d <= min(lengths[i]) and all(x % d == 0 for x in lengths[i]):
+                rows.append([*pick[:i], d, *pick[i + 1 :]])
+    if not rows:
+        return pick
+    R = np.array([*rows, pick], dtype=np.int64)
+    need, _ = model.score(R, L)
+    est = model.cycles(np.minimum(R, L[None, :]), L, red, dmas)
+    if est is None:
+        return pick
+    est = np.where(need <= budget, est, np.iinfo(np.int64).max)
+    est[-1] -= _nmu_spread(model, np.minimum(R[-1], L), nmus)
+    best = int(np.argmin(est[:-1]))
+    return rows[best] if est[best] <= CUT_GAIN * est[-1] else pick
+
+
+def _nmu_spread(model: _Model, one: np.ndarray, nmus: int) -> int:
+    """The cycles `tile_time` charges a one-tile convolution beyond its
+    longest band where `nmu_split` spreads it over `nmus` NMUs (bands of
+    output rows: its output's dimension 1, a batch of one; at least
+    `nmu_split.MIN_MACS`); 0 where it stays whole."""
+    from nem.compile.nmu_split import MIN_MACS
+
+    macs = int(np.prod(one))
+    boxes, _, written = model.boxes(one[None, :])
+    out = next(k for k in boxes if written[k])
+    oh = int(boxes[out][0][1]) if boxes[out].shape[1] > 1 else 1
+    k = min(nmus, oh)
+    if macs < MIN_MACS or k < 2:
+        return 0
+    band = macs * (-(-oh // k)) // oh
+    return -(-macs // tile_time.NMU_MACS) - (-(-band // tile_time.NMU_MACS))
 
 
 def part_cycles(

@@ -177,6 +177,8 @@ def _plan_ops(
     turn, clock = 0, Clock.start(engines)
     forced = dict(options.op_tile_sizes)
     shares = dict(options.op_l1_scales)
+    uncut: dict[int, list[int]] = {}  # op -> its sizes before `channel_cut`
+    one_tile: dict[int, bool] = {}  # contraction -> every part one tile
 
     def plan_of(op: ir.Operation, key: str) -> Plan | None:
         nonlocal turn, clock
@@ -229,6 +231,23 @@ def _plan_ops(
                 split, clock, parts, sizes = other, other_clock, other_parts, other_sizes
         else:
             sizes = given or sized(parts)
+        if (
+            op.name.startswith("linalg.conv")
+            and not given
+            and not options.tile_sizes
+            and (split is None or not (split.whole or split.partials is not None))
+        ):
+            # one-tile parts of a convolution cut along their output channels
+            # (session 45; not the user's sizes, not a channel part or
+            # partial sums, not a matmul: the samples' small ones, ff2's
+            # 32 x 16 weights, would be cut into tiles of a few hundred bytes)
+            whole_sizes = list(sizes)
+            sizes = tile_cost.channel_cut(band, sizes, parts, own, dmas, device.units("NMU"))
+            if sizes != whole_sizes:
+                uncut[len(out)] = whole_sizes
+        if nest_ir.is_contraction(band):
+            lengths = [max((parts or {}).get(i, [e])) for i, e in enumerate(band.extents)]
+            one_tile[len(out)] = all(s >= x for s, x in zip(sizes, lengths))
 
         def resize(
             b: int,
@@ -264,6 +283,7 @@ def _plan_ops(
     earlier, n = reuse if reuse is not None and reuse[0].preloaded == unwritten else (None, 0)
     out: list[Plan | None] = []
     after: list[tuple[int, Clock]] = []
+    last = -1  # the last contraction planned (-1: none yet)
     for k, (op, key) in enumerate(zip(ops, op_keys(ops))):
         if earlier is not None and k < n:
             if has_loops(op):
@@ -272,8 +292,27 @@ def _plan_ops(
             turn, clock = earlier.after[k]
         else:
             out.append(plan_of(op, key))
+        if k in one_tile:
+            if one_tile[k] and last in uncut:
+                out[last] = _uncut(out[last], uncut[last], budget)
+            last = k
         after.append((turn, clock))
     return Planned(out, after, unwritten)
+
+
+def _uncut(plan: Plan | None, sizes: list[int], budget: int) -> Plan | None:
+    """`plan` with its one tile a part again (`sizes`, for the first L1
+    budget) where `tile_cost.channel_cut` cut it and the next contraction
+    is one tile a part: the cut's tile loop would hold back that one's
+    copies until its last iteration is issued (session 45)."""
+    if plan is None or plan.resize is None:
+        return plan
+    again = plan.resize
+
+    def resize(b: int) -> list[int]:
+        return list(sizes) if b == budget else again(b)
+
+    return replace(plan, sizes=list(sizes), resize=resize)
 
 
 def _parts(band: Band, split: Split | None) -> dict[int, list[int]] | None:
