@@ -9,8 +9,10 @@ test_lowering_async_awaits.py, test_lowering_declare_buffers.py,
 test_lowering_declare_allocations.py, test_lowering_fold_index_arith.py);
 so must `nem-compile` of the ONNX samples (`sample_before_and_after`).  A
 handler two of them keep as it was lives here (`old_alloc`, whose unused
-buffers every old pipeline's conversion drops: `old_allocations`), and the
-table before `arith.addi`/`subi` left it (`WITH_ADD_SUB`)."""
+buffers every old pipeline's conversion drops: `old_allocations`), so does
+the record of the globals' contents every old pipeline's conversion writes
+(`old_globals`), and the table before `arith.addi`/`subi` left it
+(`WITH_ADD_SUB`)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from weakref import WeakKeyDictionary
 import pytest
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, MemRefType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ParseError
@@ -34,13 +36,16 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import BufferOp
 from nem.frontends.nem_text.printer import print_nem
 from nem.frontends.upstream_dialects import parse_mlir
+from nem.frontends.upstream_dialects.memref_global import GlobalOp
 from nem.passes.driver import run_pipeline
-from nem.passes.lowering import memory_ops
+from nem.passes.lowering import memory_ops, memref_globals
 from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.handlers import HANDLERS
 from nem.passes.lowering.index_ops import lower_index_binop
 from nem.passes.lowering.memory_ops import allocation_buffers
+from nem.passes.lowering.memref_globals import global_view as _global_view
 from nem.passes.lowering.memref_roots import only_dma_tags
 from nem.passes.lowering.passes import LowerToNemPass, PreparedConversionPass
 from nem.passes.lowering.state import BlockState, Handler, Lowering
@@ -75,13 +80,20 @@ def entries_in(text: str) -> list[str]:
     ]
 
 
-def lower(text: str, entry: str, edit: Callable[[Steps], Steps] | None = None) -> Outcome:
-    """`lower-to-nem{device=npm_pro_x1 remarks=true}` of `entry`, its steps
-    changed by `edit` when given: the `.nem` (None on an error) and the
-    diagnostics (remarks, or the errors)."""
+def lower(
+    text: str,
+    entry: str,
+    edit: Callable[[Steps], Steps] | None = None,
+    weights: str | None = None,
+) -> Outcome:
+    """`lower-to-nem{device=npm_pro_x1 remarks=true}` of `entry` (with
+    `weights=` when given), its steps changed by `edit` when given: the
+    `.nem` (None on an error) and the diagnostics (remarks, or the errors)."""
     ctx = xdsl_context()
     module = parse_mlir(ctx, text)
-    passes = LowerToNemPass(device="npm_pro_x1", entry=entry, remarks=True).pipeline()
+    passes = LowerToNemPass(
+        device="npm_pro_x1", entry=entry, remarks=True, weights=weights
+    ).pipeline()
     if edit is not None:
         passes = edit(passes)
     try:
@@ -117,7 +129,7 @@ def before(
             return table
 
         def apply(self, ctx: Context, op: ModuleOp) -> None:
-            with old_allocations():
+            with old_allocations(), old_globals():
                 super().apply(ctx, op)
 
     def edit(steps: Steps) -> Steps:
@@ -226,6 +238,41 @@ def old_allocations() -> Iterator[None]:
         yield
 
 
+_OLD_INITIAL: WeakKeyDictionary[Operation, dict[str, tuple[GlobalOp, DenseIntOrFPElementsAttr]]]
+_OLD_INITIAL = WeakKeyDictionary()
+"""The initial contents of the globals whose buffers the conversion declared,
+by their module, as it declared them (the context's `initial` before
+`memref_globals.initial_contents`)."""
+
+
+def old_global_view(ctx: LoweringContext, glob: GlobalOp, name: str) -> View:
+    """`memref_globals.global_view` as it was (afca041d): the global's
+    contents, when it has some, kept as its buffer is declared."""
+    view = _global_view(ctx, glob, name)
+    if isinstance(init := glob.initial_value, DenseIntOrFPElementsAttr):
+        _OLD_INITIAL.setdefault(glob.parent_op(), {})[name] = (glob, init)
+    return view
+
+
+def old_initial_contents(
+    fn: func.FuncOp,
+) -> dict[str, tuple[GlobalOp, DenseIntOrFPElementsAttr]]:
+    """`memref_globals.initial_contents` in the old pipeline: the contents
+    `old_global_view` kept for `fn`'s module, in the order it kept them."""
+    return _OLD_INITIAL.pop(fn.parent_op(), {})
+
+
+@contextmanager
+def old_globals() -> Iterator[None]:
+    """The old pipeline's conversion writes the contents its declarations
+    kept (`old_global_view`, `old_initial_contents`), not those its
+    buffers name in the IR."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(memref_globals, "global_view", old_global_view)
+        m.setattr(memref_globals, "initial_contents", old_initial_contents)
+        yield
+
+
 OLD_ALLOCATIONS: dict[type[Operation], Handler] = {
     memref.AllocOp: old_alloc,
     memref.AllocaOp: old_alloc,
@@ -262,6 +309,8 @@ def sample_before_and_after(
         after = compile_onnx(model, stem=str(tmp_path / "after")).nem
         m.setattr(PreparedConversionPass, "handlers", lambda self: table)
         m.setattr(memory_ops, "allocation_buffers", old_allocation_buffers)
+        m.setattr(memref_globals, "global_view", old_global_view)
+        m.setattr(memref_globals, "initial_contents", old_initial_contents)
         m.setattr(rewrite, "apply", lambda self, ctx, op: None)
         old = compile_onnx(model, stem=str(tmp_path / "before")).nem
     return after, old, sum(made)

@@ -15,10 +15,13 @@ the conversion's names) are shown on inputs of their own."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from weakref import WeakKeyDictionary
 
+import lowering_diff
+import numpy as np
 import pytest
 from lowering_diff import (
     INPUTS,
@@ -29,6 +32,7 @@ from lowering_diff import (
     assert_unchanged,
     before,
     lower,
+    old_global_view,
 )
 from xdsl.context import Context
 from xdsl.dialects import memref
@@ -52,7 +56,7 @@ from nem.passes.lowering.declare_buffers import (
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.handlers import HANDLERS
 from nem.passes.lowering.memory_ops import lower_alloc
-from nem.passes.lowering.memref_globals import global_view
+from nem.passes.lowering.memref_globals import initial_contents
 from nem.passes.lowering.passes import PreparedConversionPass
 from nem.passes.lowering.prepare import entry_function
 from nem.passes.lowering.state import BlockState, Handler, Lowering
@@ -64,7 +68,8 @@ _OLD_GLOBALS: WeakKeyDictionary[LoweringContext, dict[str, View]] = WeakKeyDicti
 
 def _old_get_global(lw: Lowering, op: memref.GetGlobalOp, st: BlockState) -> None:
     # (96e9d41f: memref_globals.lower_get_global and _declare, whose checks
-    # are now global_view's): named and declared at its first use
+    # are now global_view's, its contents kept as the old one kept them):
+    # named and declared at its first use
     ctx = lw.ctx
     sym = op.name_.root_reference.data
     glob = SymbolTable.lookup_symbol(op, op.name_)
@@ -73,7 +78,7 @@ def _old_get_global(lw: Lowering, op: memref.GetGlobalOp, st: BlockState) -> Non
     known = _OLD_GLOBALS.setdefault(ctx, {})
     view = known.get(sym)
     if view is None:
-        view = known[sym] = global_view(ctx, glob, ctx.names.fresh(sym, "global"))
+        view = known[sym] = old_global_view(ctx, glob, ctx.names.fresh(sym, "global"))
     ctx.views[op.memref] = view
 
 
@@ -244,3 +249,76 @@ func.func @main(%y: memref<4xf32>) {
 """
     after = _declared(text)
     assert "memref.get_global @w" in after and 'nem_lowering.buffer"()' not in after
+
+
+WITH_GLOBALS = [p for p in MLIR_INPUTS + LIT_MLIR if "memref.global" in p.read_text()]
+"""The inputs whose globals may have contents (session 46: the contents the
+conversion writes are read from the IR, D-LOW-WALK)."""
+
+
+@pytest.mark.parametrize("path", WITH_GLOBALS, ids=lambda p: p.name)
+def test_the_contents_read_from_the_ir_change_no_output(path: Path) -> None:
+    """`memref_globals.initial_contents` (the buffers at the start of the
+    entry name their globals) in place of the record the conversion kept as
+    it declared them (`old_globals`): the same `.nem`, remarks and errors."""
+    assert_unchanged(path, before(None, HANDLERS))
+
+
+CONTENTS = """
+memref.global "private" constant @a : memref<2xf32> = dense<[1.0, 2.0]>
+memref.global "private" constant @unused : memref<2xf32> = dense<3.0>
+memref.global "private" constant @b : memref<2xi32> = dense<[4, 5]>
+memref.global "private" @u : memref<2xf32> = uninitialized
+func.func @main(%y: memref<2xf32>, %z: memref<2xi32>) {
+  %u = memref.get_global @u : memref<2xf32>
+  %b = memref.get_global @b : memref<2xi32>
+  %a = memref.get_global @a : memref<2xf32>
+  affine.for %i = 0 to 2 {
+    %v = affine.load %a[%i] : memref<2xf32>
+    affine.store %v, %y[%i] : memref<2xf32>
+  }
+  affine.for %i = 0 to 2 {
+    %v = affine.load %b[%i] : memref<2xi32>
+    affine.store %v, %z[%i] : memref<2xi32>
+  }
+  return
+}
+"""
+"""Globals: two with contents read (`b` first), one with contents never
+read, one read with none."""
+
+
+def _lowered_with_weights(
+    tmp_path: Path, edit: Callable[[Steps], Steps] | None = None
+) -> tuple[str, list[str]]:
+    """The `.nem` of CONTENTS with `weights=` and the archive's arrays, each
+    `NAME=VALUES`, in its order."""
+    path = tmp_path / "w.npz"
+    path.unlink(missing_ok=True)
+    nem, _ = lower(CONTENTS, "main", edit, weights=str(path))
+    assert nem is not None
+    with np.load(path) as archive:
+        return nem, [f"{k}={archive[k].tolist()}" for k in archive.files]
+
+
+def test_the_archive_holds_the_contents_the_buffers_name(tmp_path: Path) -> None:
+    """The entry's buffers with contents in their order, `b` before `a`;
+    not the unused global's; the archive and the program as the
+    record gave them, which the old pipeline writes (with no record, no
+    archive: the comparison can fail)."""
+    assert initial_names(CONTENTS) == ["b", "a"]
+    new = _lowered_with_weights(tmp_path)
+    assert new[1] == ["b=[4, 5]", "a=[1.0, 2.0]"]
+    old = before(None, HANDLERS)
+    assert _lowered_with_weights(tmp_path, old) == new
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(lowering_diff, "old_initial_contents", lambda fn: {})
+        with pytest.raises(FileNotFoundError):
+            _lowered_with_weights(tmp_path, old)
+
+
+def initial_names(text: str) -> list[str]:
+    """The buffers `initial_contents` finds in `text`'s `main`, declared."""
+    module = parse_mlir(xdsl_context(), text)
+    DeclareBuffersPass("main").apply(Context(), module)
+    return list(initial_contents(entry_function(module, "main")))

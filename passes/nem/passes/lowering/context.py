@@ -31,12 +31,10 @@ from nem.passes.lowering.partial_tiles import PeelScope, RegionAccess
 from nem.passes.lowering.views import View
 
 if TYPE_CHECKING:
-    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
     from xdsl.ir.affine import AffineMap
 
     from nem.dialect.device_model import Device
     from nem.dialect.families import Catalog
-    from nem.frontends.upstream_dialects.memref_global import GlobalOp
     from nem.passes.lowering.memref_roots import MemrefRoots
 
 NEM_KEYWORDS = frozenset(
@@ -296,8 +294,6 @@ class LoweringContext:
         """The scratch of the split convolution whose bands are being lowered
         (`compute._accumulator`, D-COMPILE-NMU-SPLIT), per level, shape, element
         type and execute; not cleared per top-level statement, as `scratch` is."""
-        self.initial: dict[str, tuple[GlobalOp, DenseIntOrFPElementsAttr]] = {}
-        """Buffer name -> (global, initial contents) to write (D-LOW-GLOBAL)."""
         self._var_order = itertools.count()
 
     # -- names and variables ------------------------------------------------------

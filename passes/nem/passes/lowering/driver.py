@@ -167,10 +167,10 @@ class Lowerer(Lowering):
             check_narrowed(root)
         drop_unused_allocations(ctx, fn)
         Rewriter.inline_block(ctx.decl_block, InsertPoint.at_start(body))
+        memref_globals.finish(ctx, module, fn)  # its buffers name the globals: before fn goes
         for f in funcs:
             f.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
             f.erase()
-        memref_globals.finish(ctx, module)
         module.body.block.add_op(prog)
         if opts.remarks:
             self.remarks += summary_remarks(ctx, fn)

@@ -12,7 +12,9 @@ the arguments (`declare`): no handler.  Initial contents cannot live in `.nem` t
 they go to the sidecar archive of the `weights=FILE.npz` option, one array
 per buffer (the global's shape and element type), which `nem-run --input
 FILE.npz` writes into memory before running: the route nem-compile's
-`STEM.weights.npz` already takes (D-COMPILE-WEIGHTS).  Used globals with
+`STEM.weights.npz` already takes (D-COMPILE-WEIGHTS).  Which buffers have
+contents is read from the IR at the end (`initial_contents`: the buffers
+name their globals), not kept by the conversion (D-LOW-WALK).  Used globals with
 contents and no `weights=` are an error at the global (a program without
 its constants would compute silently wrong results); `uninitialized`
 globals are plain buffers.
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, MemRefType, ModuleOp
 from xdsl.traits import SymbolTable
 
@@ -32,6 +35,7 @@ from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError, SourceLoc
 from nem.dialect.elements import ELEM_DTYPES
 from nem.frontends.upstream_dialects.memref_global import GlobalOp
 from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering.declare_buffers import declared_buffers
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.views import View, buffer_bytes, check_elem, memref_strides
 
@@ -42,15 +46,20 @@ if TYPE_CHECKING:
 def declare(ctx: LoweringContext, op: BufferOp) -> None:
     """The view of `op`'s global's buffer, named as `nem-declare-buffers`
     named it (D-LOW-DECLARE)."""
+    ctx.views[op.result] = global_view(ctx, global_of(op), op.buffer_name)
+
+
+def global_of(op: BufferOp) -> GlobalOp:
+    """The global whose buffer `op` is (`nem-declare-buffers` checked it)."""
     assert op.global_ is not None
     glob = SymbolTable.lookup_symbol(op, op.global_)
-    assert isinstance(glob, GlobalOp)  # nem-declare-buffers checked it
-    ctx.views[op.result] = global_view(ctx, glob, op.buffer_name)
+    assert isinstance(glob, GlobalOp)
+    return glob
 
 
 def global_view(ctx: LoweringContext, glob: GlobalOp, name: str) -> View:
     """The program buffer `name` of `glob` (checked: element type, identity
-    layout, level), its contents kept for `finish`."""
+    layout, level); `finish` writes its contents."""
     t = glob.type
     assert isinstance(t, MemRefType)
     elem = t.element_type
@@ -60,9 +69,6 @@ def global_view(ctx: LoweringContext, glob: GlobalOp, name: str) -> View:
         raise reject(glob, f"a global with a non-identity layout ({t}) is not supported")
     level = ctx.level(glob, t)
     buf = ctx.declare_buffer(name, level, buffer_bytes(t.get_shape(), elem), glob.location)
-    init = glob.initial_value
-    if isinstance(init, DenseIntOrFPElementsAttr):
-        ctx.initial[name] = (glob, init)
     return View(buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides, Aff.c(0), name)
 
 
@@ -82,20 +88,36 @@ def contents(glob: GlobalOp, init: DenseIntOrFPElementsAttr) -> np.ndarray:
     return (np.full(shape, values[0]) if values.size == 1 else values.reshape(shape)).astype(dtype)
 
 
-def finish(ctx: LoweringContext, module: ModuleOp) -> None:
-    """Write the initial contents of the used globals (`weights=`), or reject
-    them, then drop every global: the program's buffers replace them."""
-    if ctx.initial:
+def initial_contents(fn: func.FuncOp) -> dict[str, tuple[GlobalOp, DenseIntOrFPElementsAttr]]:
+    """Buffer name -> (global, initial contents) of each global `fn` reads
+    that has contents, in the order of their buffers: the
+    `nem_lowering.buffer`s `nem-declare-buffers` put at the start of `fn`
+    name their globals (`declared_buffers`), which the conversion leaves in
+    place."""
+    out: dict[str, tuple[GlobalOp, DenseIntOrFPElementsAttr]] = {}
+    for op in declared_buffers(fn):
+        glob = global_of(op)
+        if isinstance(init := glob.initial_value, DenseIntOrFPElementsAttr):
+            out[op.buffer_name] = (glob, init)
+    return out
+
+
+def finish(ctx: LoweringContext, module: ModuleOp, fn: func.FuncOp) -> None:
+    """Write the initial contents of the globals entry `fn` reads
+    (`weights=`), or reject them, then drop every global: the program's
+    buffers replace them."""
+    initial = initial_contents(fn)
+    if initial:
         path = ctx.options.weights
         if not path:
-            glob = next(iter(ctx.initial.values()))[0]
+            glob = next(iter(initial.values()))[0]
             raise reject(
                 glob,
                 f"memref.global @{glob.sym_name.data} has initial contents, "
                 "which a .nem program cannot hold (D-LOW-GLOBAL)",
                 "pass weights=FILE.npz to lower-to-nem and run with nem-run --input FILE.npz",
             )
-        arrays = {name: contents(g, init) for name, (g, init) in ctx.initial.items()}
+        arrays = {name: contents(g, init) for name, (g, init) in initial.items()}
         try:
             np.savez(path, **arrays)  # type: ignore[arg-type]
         except OSError as e:
