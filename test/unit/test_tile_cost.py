@@ -212,22 +212,44 @@ def test_a_one_tile_1x1_part_is_cut_along_its_output_channels():
 
 
 @pytest.mark.parametrize(
-    "h, cin, cout, k, parts",
+    "h, cin, cout, k, parts, epilogue",
     [
-        (14, 128, 32, 3, [4, 2]),  # a window: DenseNet-121's 3x3 at 14x14
-        (28, 160, 128, 1, [7]),  # DenseNet-121's 28x28 1x1: under CUT_GAIN
+        (14, 128, 32, 3, [4, 2], 2),  # a window: DenseNet-121's 3x3 at 14x14
+        (28, 160, 128, 1, [7], 4),  # DenseNet-121's 28x28 1x1: bias, Mul, Add, Relu
+        (55, 64, 16, 1, [13, 14], 2),  # SqueezeNet's 55x55 1x1: its input, hoisted
     ],
 )
-def test_windows_and_small_gains_keep_their_one_tile(h, cin, cout, k, parts):
+def test_windows_and_compute_bound_parts_keep_their_one_tile(h, cin, cout, k, parts, epilogue):
     """A 3x3 convolution keeps its one tile (its weights, cut, would load
     inside the tile loop after its input, not beside the layer before), and
-    so does a 1x1 part the cut gains less than a fifth of, its convolution
-    priced over the engine's two NMUs (D-COMPILE-TILE-TIME, session 45)."""
+    so does a 1x1 part whose tiles' convolutions and epilogues, one after
+    another, take more than CUT_GAIN of the one tile's cycles with its
+    convolution over the engine's two NMUs (D-COMPILE-TILE-TIME, sessions
+    45-46), and so does one whose reads are mostly its input, which the cut
+    loop does not index (over HOISTED_SHARE of its bytes: nothing for the
+    cut to hide beside its tiles' convolutions)."""
     with ir.Context(), ir.Location.unknown():
         _, band = band_of(_conv(h, cin, cout, k))
         one = list(band.extents)
         one[1] = max(parts)
-        assert tile_cost.channel_cut(band, one, {1: parts}, BUDGET, 4, 2) == one
+        assert tile_cost.channel_cut(band, one, {1: parts}, BUDGET, 4, 2, epilogue) == one
+
+
+def test_the_per_tile_epilogue_decides_a_1x1_cut():
+    """Inception v1's 13x13 1x1 480 -> 64 parts (rows 4, 4, 4 and 1) with
+    a bias and a Relu a tile are cut (estimated 0.69 of the one tile), as
+    DenseNet-121's 28x28 160 -> 128 parts would be without their epilogue;
+    with its bias, Mul, Add and Relu run per tile one after another, that
+    part keeps its one tile (cut, it ran 5,532 -> 6,646 busy cycles;
+    D-COMPILE-TILE-TIME, session 46)."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = band_of(_conv(13, 480, 64, 1))
+        one = [1, 4, 13, 64, 1, 1, 480]
+        assert tile_cost.channel_cut(band, one, {1: [4, 1]}, BUDGET, 4, 2, 2)[3] < 64
+        _, band = band_of(_conv(28, 160, 128, 1))
+        one = [1, 7, 28, 128, 1, 1, 160]
+        assert tile_cost.channel_cut(band, one, {1: [7]}, BUDGET, 4, 2, 0)[3] < 128
+        assert tile_cost.channel_cut(band, one, {1: [7]}, BUDGET, 4, 2, 4) == one
 
 
 def test_a_cut_gives_way_to_a_one_tile_contraction_after_it():

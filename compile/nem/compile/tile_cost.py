@@ -73,14 +73,23 @@ rows and its 28x28 parts of 7).  Grouped and depthwise convolutions only
 v1 0.16% slower at 4, SqueezeNet 1.1% at 8 (its 27x27 parts of 6-7 rows).
 Longer parts keep the estimate's choice (cut too, SqueezeNet's 55x55 parts
 of 13-14 rows ran slower)."""
-CUT_GAIN = 0.8
+CUT_GAIN = 0.9
 """An engine part of one tile is cut along its output channels
-(`channel_cut`) only for an estimated gain of at least a fifth of its
-cycles: DenseNet-121's 1x1 layers at 28x28 (parts of 7 rows, 128 output
-channels, 160-224 input channels), estimated 0.88-0.94 of the one tile at
-0.9, ran slower cut (n157 5,532 -> 6,646 busy cycles: the fused batch
-norm's elementwise ops run in every tile's chain, which the estimate does
-not price; D-COMPILE-TILE-TIME, session 45)."""
+(`channel_cut`) only for an estimated gain of at least a tenth of its
+cycles, both with its convolution on one NMU and against its tiles'
+convolutions and epilogues one after another (`_serial`).  At 0.9 without
+the second test, DenseNet-121's 1x1 layers at 28x28 (parts of 7 rows, 128
+output channels, 128-224 input channels) ran slower cut (n157 5,532 ->
+6,646 busy cycles, the model 1,115,760 -> 1,118,790 cycles); at 0.8 with
+the one tile priced over the NMUs alone, Inception v1 kept 1x1 parts whole
+that gain cut (538,057 -> 531,898 cycles; D-COMPILE-TILE-TIME, sessions
+45-46)."""
+HOISTED_SHARE = 0.9
+"""A one-tile part keeps its one tile where more than this share of its read
+bytes is in reads the cut loop does not index (`_hoisted_share`): the cut
+hides the weights' loads beside the tiles' convolutions, and SqueezeNet's
+55x55 1x1s (4 KB of weights beside 49-197 KB of input), cut, made the
+model 144,266 -> 144,427 cycles (D-COMPILE-TILE-TIME, session 46)."""
 MAX_CANDIDATES = 200_000
 """Size combinations scored at most (candidates per loop are thinned to the
 powers of two dividing it beyond that)."""
@@ -304,13 +313,20 @@ def channel_cut(
     budget: int,
     dmas: int,
     nmus: int = 1,
+    epilogue: int = 0,
 ) -> list[int]:
     """`sizes`, or where they leave every engine part of a contraction over
     one loop (a 1x1 convolution, a matmul) one tile, the sizes that cut one
     loop its output's innermost dimension depends on (the output channels)
     in two tiles or more in every part, dividing each, with the fewest
     estimated cycles (`tile_time`; ties: the smaller tile) when they take
-    at most CUT_GAIN of the one tile's (D-COMPILE-TILE-TIME, session 45).
+    at most CUT_GAIN of the one tile's, and whose tiles' convolutions and
+    `epilogue` (the elementwise ops each tile runs on its output after the
+    convolution: a fused bias and epilogues, D-COMPILE-FUSE-L1), one after
+    another (`_serial`), take at most CUT_GAIN of the one tile's cycles with
+    its convolution spread over the engine's NMUs, where at most
+    HOISTED_SHARE of the one tile's read bytes are in its input (the reads
+    the cut loop does not index; D-COMPILE-TILE-TIME, sessions 45-46).
 
     A part of one tile loads its input and all of its weights, then runs
     its convolution, then stores it: nothing overlaps (Inception v1's 1x1
@@ -319,10 +335,13 @@ def channel_cut(
     channels, each tile loads its share of the weights (the input, which
     the loop does not index, is copied once outside it, D-COMPILE-HOIST)
     and two tiles are in flight: the second's weights load while the first
-    computes, the first stores while the second computes.  The one tile's
-    convolution is priced over its engine's NMUs, in bands of output rows
-    as `nmu_split` spreads a straight-line convolution
-    (D-COMPILE-NMU-SPLIT), where a tile loop's are not.  A window (a 3x3
+    computes, the first stores while the second computes.  But the two
+    tiles' convolutions and epilogues share the engine's units, and a tile
+    loop's convolutions are not spread over its NMUs where the one tile's
+    is, in bands of output rows (`nmu_split`, D-COMPILE-NMU-SPLIT): where
+    the compute is the part's bulk (DenseNet-121's 28x28 1x1s, 196 pixels a
+    part, with a bias, Mul, Add and Relu per tile) the cut gains nothing.
+    A window (a 3x3
     convolution) keeps its one tile: DenseNet-121's 3x3 128 -> 32 at 14x14,
     cut, ran no faster (2,962 -> 2,987 busy cycles) and its first four
     layers' weights no longer loaded beside the layer before (n307's share
@@ -357,10 +376,45 @@ def channel_cut(
     est = model.cycles(np.minimum(R, L[None, :]), L, red, dmas)
     if est is None:
         return pick
-    est = np.where(need <= budget, est, np.iinfo(np.int64).max)
-    est[-1] -= _nmu_spread(model, np.minimum(R[-1], L), nmus)
-    best = int(np.argmin(est[:-1]))
+    spread = est[-1] - _nmu_spread(model, np.minimum(R[-1], L), nmus)
+    serial = _serial(model, np.minimum(R[:-1], L[None, :]), L, epilogue)
+    fits = (need[:-1] <= budget) & (serial <= CUT_GAIN * spread)
+    if not fits.any():
+        return pick
+    best = int(np.argmin(np.where(fits, est[:-1], np.iinfo(np.int64).max)))
+    if _hoisted_share(model, R[-1], rows[best]) > HOISTED_SHARE:
+        return pick
     return rows[best] if est[best] <= CUT_GAIN * est[-1] else pick
+
+
+def _hoisted_share(model: _Model, one: np.ndarray, cut: list[int]) -> float:
+    """The share of the one tile's read bytes in the reads the cut loop (the
+    loop `cut` changes) does not index: copied once ahead of the tile loop
+    (D-COMPILE-HOIST), they load whole before its first tile as before the
+    one tile, and only the rest (the weights) can load beside a tile's
+    convolution."""
+    i = next(j for j, (a, b) in enumerate(zip(one, cut)) if a != b)
+    boxes, width, written = model.boxes(one[None, :])
+    deps = {k: False for k in boxes}
+    for k, _, _, _, coef in model.rows:
+        deps[k] = deps[k] or bool(coef[:, i].any())
+    read = {k: int(np.prod(b[0])) * width[k] for k, b in boxes.items() if not written[k]}
+    return sum(n for k, n in read.items() if not deps[k]) / max(sum(read.values()), 1)
+
+
+def _serial(model: _Model, S: np.ndarray, lengths: np.ndarray, epilogue: int) -> np.ndarray:
+    """Cycles of each row of sizes `S`'s tiles of a part of `lengths` run one
+    after another on one NMU: each tile's convolution and its `epilogue`
+    elementwise ops over its output (`tile_time`'s rates).  Two tiles in
+    flight overlap their copies, not these: DenseNet-121's 28x28 1x1 cut
+    into 4 tiles took 6,646 busy cycles where the one tile took 5,532."""
+    tiles = np.prod(-(-lengths[None, :] // S), axis=1)
+    boxes, _, written = model.boxes(S)
+    out = np.prod(next(b for k, b in boxes.items() if written[k]), axis=1)
+    step = -(-out // tile_time.ADD_ELEMENTS) + tile_time.ADD_LATENCY
+    conv = -(-np.prod(S, axis=1) // tile_time.NMU_MACS) + tile_time.NMU_LATENCY
+    serial: np.ndarray = tiles * (conv + epilogue * step)
+    return serial
 
 
 def _nmu_spread(model: _Model, one: np.ndarray, nmus: int) -> int:

@@ -178,6 +178,7 @@ def _plan_ops(
     forced = dict(options.op_tile_sizes)
     shares = dict(options.op_l1_scales)
     uncut: dict[int, list[int]] = {}  # op -> its sizes before `channel_cut`
+    steps = _epilogue_steps(fn, ops) if options.fuse else {}
     one_tile: dict[int, bool] = {}  # contraction -> every part one tile
 
     def plan_of(op: ir.Operation, key: str) -> Plan | None:
@@ -242,7 +243,9 @@ def _plan_ops(
             # partial sums, not a matmul: the samples' small ones, ff2's
             # 32 x 16 weights, would be cut into tiles of a few hundred bytes)
             whole_sizes = list(sizes)
-            sizes = tile_cost.channel_cut(band, sizes, parts, own, dmas, device.units("NMU"))
+            sizes = tile_cost.channel_cut(
+                band, sizes, parts, own, dmas, device.units("NMU"), steps.get(len(out), 0)
+            )
             if sizes != whole_sizes:
                 uncut[len(out)] = whole_sizes
         if nest_ir.is_contraction(band):
@@ -298,6 +301,20 @@ def _plan_ops(
             last = k
         after.append((turn, clock))
     return Planned(out, after, unwritten)
+
+
+def _epilogue_steps(fn: ir.Operation, ops: list[ir.Operation]) -> dict[int, int]:
+    """Op index -> the elementwise ops each tile of that convolution runs on
+    its output after it when fused (D-COMPILE-FUSE-L1: its bias broadcast,
+    each epilogue body's ops), for `tile_cost.channel_cut`'s per-tile chain."""
+    from nem.compile.fusion_groups import find_groups
+    from nem.compile.linalg_ir import body_of
+
+    steps = {}
+    for g in find_groups(fn):
+        k = next(k for k, op in enumerate(ops) if op == g.conv)
+        steps[k] = 1 + sum(len(body_of(e).operations) - 1 for e in g.epilogues)
+    return steps
 
 
 def _uncut(plan: Plan | None, sizes: list[int], budget: int) -> Plan | None:
