@@ -371,3 +371,20 @@ def test_a_depthwise_conv_read_by_a_grouped_one_is_fused():
     the unfused program's, the values onnxruntime's."""
     fused, plain = _same_bits(_model("grouped", c=16, group=16))
     assert plain - fused >= 4 * N * 4, (fused, plain)
+
+
+def test_a_fused_convolutions_per_tile_steps_are_its_bias_and_epilogue_ops():
+    """`transform._epilogue_steps`, which `tile_cost.channel_cut` prices per
+    tile (D-COMPILE-TILE-TIME, session 46): the group's convolution (the
+    second linalg op, after its bias broadcast) runs the bias and the
+    Relu's one op on each tile; no entry for an op that heads no group."""
+    from mlir import ir
+
+    from nem.compile import transform
+
+    with ir.Context():
+        m = ir.Module.parse(GROUP.replace("C", "16").replace("F", "64"))
+        fn = next(o.operation for o in m.body.operations)
+        ops = transform.linalg_ops(fn)
+        assert [op.name for op in ops][1].startswith("linalg.conv")
+        assert transform._epilogue_steps(fn, ops) == {1: 2}

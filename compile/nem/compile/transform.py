@@ -310,11 +310,11 @@ def _epilogue_steps(fn: ir.Operation, ops: list[ir.Operation]) -> dict[int, int]
     from nem.compile.fusion_groups import find_groups
     from nem.compile.linalg_ir import body_of
 
-    steps = {}
-    for g in find_groups(fn):
-        k = next(k for k, op in enumerate(ops) if op == g.conv)
-        steps[k] = 1 + sum(len(body_of(e).operations) - 1 for e in g.epilogues)
-    return steps
+    index = {op: k for k, op in enumerate(ops)}
+    return {
+        index[g.conv]: 1 + sum(len(body_of(e).operations) - 1 for e in g.epilogues)
+        for g in find_groups(fn)
+    }
 
 
 def _uncut(plan: Plan | None, sizes: list[int], budget: int) -> Plan | None:
