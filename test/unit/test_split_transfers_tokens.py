@@ -408,7 +408,7 @@ def test_a_transfer_naming_two_bands_takes_their_join_where_it_waits_longer(monk
     monkeypatch.setattr(split_transfers, "retire_done", lambda *args: False)
     out = _split(NAMED, max_tokens=5)
     assert "deps=[j, su_1, su_2])" in out and "cw_2 = " in out and "su_2 = " in out
-    monkeypatch.setattr(split_transfers, "join_named", lambda live, times: False)
+    monkeypatch.setattr(split_transfers, "join_named", lambda *args: False)
     held = _split(NAMED, max_tokens=5)
     monkeypatch.undo()
     monkeypatch.setattr(split_transfers, "retire_done", lambda *args: False)
@@ -450,7 +450,7 @@ def test_a_transfer_naming_only_its_bands_takes_their_join_where_it_frees_a_toke
     (SqueezeNet's `copy658`)."""
     out = _split(ALONE, max_tokens=5)
     assert "deps=[j])" in out and "cw_2 = " in out and "su_2 = " in out
-    monkeypatch.setattr(split_transfers, "join_named", lambda live, times: False)
+    monkeypatch.setattr(split_transfers, "join_named", lambda *args: False)
     held = _split(ALONE, max_tokens=5)
     monkeypatch.undo()
     assert "deps=[b1, b2])" in held and "cw_1 = " not in held and "su_1 = " not in held
@@ -459,6 +459,44 @@ def test_a_transfer_naming_only_its_bands_takes_their_join_where_it_frees_a_toke
     later = ALONE.replace("wait(ld, sj, su)", "wait(ld, sj, su, b1)")
     assert "deps=[b1, b2])" in _split(later, max_tokens=5)
     assert "deps=[b1, b2])" in _split(LOOPED, max_tokens=5)
+
+
+OVER = (
+    NAMED.replace(
+        "buffer w : L1[0] (size=65536, align=64)\n",
+        "buffer w : L1[0] (size=65536, align=64)\nbuffer e : L1[1] (size=4096, align=64)\n",
+    )
+    .replace(
+        "cw = ",
+        "wait(sj)\nloop i in [0..1] @max_in_flight(1):\n"
+        + "".join(
+            f"  e{n} = relu.async in region(e, {n * 1024}, 512) {_E}"
+            f" out region(e, {n * 1024 + 512}, 512) {_E}\n"
+            for n in range(3)
+        )
+        + "  wait(e0, e1, e2)\nendloop\ncw = ",
+    )
+    .replace("wait(ld, sj)", "wait(ld, b1, b2)")
+)
+"""`NAMED` with the join `j` done (waited for) before a loop of three
+tokens, and the bands named after `ld` too (Inception v1's n49 border
+fills at `HOISTED_SHARE` 0.5, session 47): `j`'s token held to `ld` would
+be one more across the loop, the bands living on all the same."""
+
+
+def test_a_transfer_keeps_its_bands_where_their_join_would_pass_the_limit():
+    """At 5 live tokens (the bands and the loop's three), `ld` keeps `b1`
+    and `b2`: their join's token, taken instead (it ends before `su` by the
+    estimate), would live across the loop, 6 tokens there (the rule did so
+    before session 47: a program over the limit, which `nem-verify`
+    rejects as DEV-17 on the device's own limit).  At 6 it takes the join.
+    Within the limit, the same bits as the program before the pass."""
+    out = _split(OVER, max_tokens=5)
+    (prog,) = programs(parse_nem(out, str(LIT)))
+    assert max_live_tokens(prog) <= 5
+    assert "deps=[b1, b2, su_1, su_2])" in out
+    _same_bits(out, OVER)
+    assert "deps=[j, su_1, su_2])" in _split(OVER, max_tokens=6)
 
 
 _STRIP8 = "elem=f32, shape=[2, 256], layout=MN"

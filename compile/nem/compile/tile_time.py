@@ -61,11 +61,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nem.dialect.semantics.cost import DEFAULT_PROFILE
 from nem.passes.split_rule import least_span, slice_count
 
-DMA_BYTES, DMA_LATENCY = 32, 4
-NMU_MACS, NMU_LATENCY = 1024, 2
-ADD_ELEMENTS, ADD_LATENCY = 256, 1
+
+def _rate(unit: str, key: str) -> int:
+    """One of D-RT-COST's default rates, read from its one home (the timed
+    mode's profile, `DEFAULT_PROFILE`)."""
+    return int(DEFAULT_PROFILE[unit][key])
+
+
+DMA_BYTES, DMA_LATENCY = _rate("DMA", "bandwidth"), _rate("DMA", "latency")
+NMU_MACS, NMU_LATENCY = _rate("NMU", "macs"), _rate("NMU", "latency")
+ADD_ELEMENTS, ADD_LATENCY = _rate("CSTL", "throughput"), _rate("CSTL", "latency")
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,7 @@ def join_held(live: BlockLiveness) -> bool:
     return changed
 
 
-def join_named(live: BlockLiveness, times: FinishTimes) -> bool:
+def join_named(live: BlockLiveness, times: FinishTimes, tree: MaxTree, budget: int) -> bool:
     """The straight-line form of `join_held` (session 43c): where a transfer
     of the block names two or more tokens of async compute tasks of the
     block that are all direct deps of one async compute task issued before
@@ -161,6 +161,13 @@ def join_named(live: BlockLiveness, times: FinishTimes) -> bool:
       layer's bands, 12 of them, 41 -> 44 of 49 convolutions within 2x).
     Exact: the join completes after each token it replaces (D-HAZ-ORDER),
     so the transfer is ordered after what it was and after the join.
+    Either way only where the block's live tokens, its loops' included
+    (`tree`: `unsplit_counts` under the rewrites made so far), stay within
+    `budget` over the statements the rewrite changes, or do not grow there
+    (`_within`, session 47): the join's token, live to the transfer, is one
+    more at each statement between its last use and the transfer that the
+    bands it replaces do not free (Inception v1's n49 border fills with the
+    one-tile 1x1s at `HOISTED_SHARE` 0.5: 32 tokens before, 34 after).
     Elsewhere the transfer keeps its bands: one naming its bands only, whose
     bands a later task names too, would wait for the join's run and free
     nothing (SqueezeNet's fire9 copies, +936 cycles at n37 and n40); one
@@ -172,6 +179,8 @@ def join_named(live: BlockLiveness, times: FinishTimes) -> bool:
     index = {op: i for i, op in enumerate(live.ops)}
     # loops[i]: the loops among the block's first i statements
     loops = list(accumulate((type(o) is LoopOp for o in live.ops), initial=0))
+    # each token's last use, as the rewrites made so far leave it
+    ends = {t: last for t, (_, last) in live.intervals.items()}
     changed = False
     for k, op in enumerate(live.ops):
         named: set[SSAValue] = set()
@@ -200,12 +209,65 @@ def join_named(live: BlockLiveness, times: FinishTimes) -> bool:
             later = times.end.get(join, 0) <= max(others, default=-1)
             if not later and not frees_token(live, joined, j, k, loops):
                 continue
+            if not _within(tree, budget, ends, join, joined, k, index):
+                continue
             for token in joined:
                 retoken(op, token, [join.result])
                 named.discard(token)
             changed = True
         times.step(op)
     return changed
+
+
+def _within(
+    tree: MaxTree,
+    budget: int,
+    ends: dict[TaskOp, int],
+    join: ComputeOp,
+    joined: Sequence[SSAValue],
+    k: int,
+    index: dict[Operation, int],
+) -> bool:
+    """Whether the transfer at statement `k` may take `join`'s token instead
+    of the bands `joined` (`join_named`): the join's token lives on to `k`
+    (one more at each statement after its last use), and a band whose last
+    use was the transfer dies at its last other use (one fewer from there).
+    The rewrite is kept in `tree` and `ends` where the largest count over
+    the statements it changes stays within `budget` or does not grow, and
+    taken back from `tree` otherwise.  O(uses of the bands + log n)."""
+    changes: list[tuple[int, int, int]] = []
+    if ends[join] < k:
+        changes.append((ends[join] + 1, k, 1))
+    cut: dict[TaskOp, int] = {}
+    for token in joined:
+        band = token.owner
+        assert isinstance(band, TaskOp)  # `async_compute`
+        if ends[band] == k:
+            # the join uses the band: its last use is at the join or later
+            last = max(
+                i for u in token.uses if (i := _statement(u.operation, index)) not in (None, k)
+            )
+            changes.append((last + 1, k, -1))
+            cut[band] = last
+    lo = min((first for first, _, _ in changes), default=k)
+    before = tree.max(lo, k)
+    for first, last, v in changes:
+        tree.add(first, last, v)
+    if tree.max(lo, k) > max(budget, before):
+        for first, last, v in changes:
+            tree.add(first, last, -v)
+        return False
+    ends.update(cut)
+    ends[join] = max(ends[join], k)
+    return True
+
+
+def _statement(op: Operation, index: dict[Operation, int]) -> int | None:
+    """The index of the block's statement that is or holds `op` (None: none)."""
+    cur: Operation | None = op
+    while cur is not None and cur not in index:
+        cur = cur.parent_op()
+    return None if cur is None else index[cur]
 
 
 def frees_token(

@@ -371,7 +371,8 @@ class Choice:
         # then its deps that another of its deps reaches (session 43)
         program = block.parent_op()
         if budget is not None and isinstance(program, ProgramOp):
-            if join_named(live, FinishTimes(self.unit_chars, self.ev)):
+            tokens = MaxTree(unsplit_counts(block, self.ev))
+            if join_named(live, FinishTimes(self.unit_chars, self.ev), tokens, budget):
                 live = block_liveness(block, self.ev, bodies=False)
             if drop_reached_deps(program):
                 live = block_liveness(block, self.ev, bodies=False)
