@@ -11,7 +11,8 @@ so must `nem-compile` of the ONNX samples (`sample_before_and_after`).  A
 handler two of them keep as it was lives here (`old_alloc`, whose unused
 buffers every old pipeline's conversion drops: `old_allocations`), so does
 the record of the globals' contents every old pipeline's conversion writes
-(`old_globals`), and the table before `arith.addi`/`subi` left it
+(`old_globals`), the stack of the pipelined loops it lowers
+(`old_pipelined`), and the table before `arith.addi`/`subi` left it
 (`WITH_ADD_SUB`)."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from weakref import WeakKeyDictionary
 
 import pytest
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref
+from xdsl.dialects import affine, arith, func, memref
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, MemRefType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass, PassPipeline
@@ -32,14 +33,15 @@ from xdsl.utils.exceptions import ParseError
 
 from nem.compile.lower import xdsl_context
 from nem.dialect.attributes import MemLevelAttr
+from nem.dialect.builder import NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import BufferOp
 from nem.frontends.nem_text.printer import print_nem
 from nem.frontends.upstream_dialects import parse_mlir
 from nem.frontends.upstream_dialects.memref_global import GlobalOp
 from nem.passes.driver import run_pipeline
-from nem.passes.lowering import memory_ops, memref_globals
-from nem.passes.lowering.affine_algebra import Aff
+from nem.passes.lowering import loops, memory_ops, memref_globals, staging
+from nem.passes.lowering.affine_algebra import Aff, Var
 from nem.passes.lowering.context import LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.handlers import HANDLERS
@@ -85,14 +87,20 @@ def lower(
     entry: str,
     edit: Callable[[Steps], Steps] | None = None,
     weights: str | None = None,
+    pipeline_tiles: bool = False,
 ) -> Outcome:
     """`lower-to-nem{device=npm_pro_x1 remarks=true}` of `entry` (with
-    `weights=` when given), its steps changed by `edit` when given: the
-    `.nem` (None on an error) and the diagnostics (remarks, or the errors)."""
+    `weights=` and `pipeline-tiles=true` when given), its steps changed by
+    `edit` when given: the `.nem` (None on an error) and the diagnostics
+    (remarks, or the errors)."""
     ctx = xdsl_context()
     module = parse_mlir(ctx, text)
     passes = LowerToNemPass(
-        device="npm_pro_x1", entry=entry, remarks=True, weights=weights
+        device="npm_pro_x1",
+        entry=entry,
+        remarks=True,
+        weights=weights,
+        pipeline_tiles=pipeline_tiles,
     ).pipeline()
     if edit is not None:
         passes = edit(passes)
@@ -117,19 +125,23 @@ def _text(d: Diagnostic) -> tuple[str, str, str, str | None]:
 
 
 def before(
-    dropped: type[ModulePass] | None, table: dict[type[Operation], Handler]
+    dropped: type[ModulePass] | None,
+    table: dict[type[Operation], Handler],
+    pushed: list[int] | None = None,
 ) -> Callable[[Steps], Steps]:
     """The edit that gives `lower-to-nem`'s steps as they were before a pass
     of rewrite patterns took ops out of the conversion's table: pass
     `dropped` left out (None: none, the conversion's walk changed,
-    D-LOW-WALK), the conversion converting with `table` (the old one)."""
+    D-LOW-WALK), the conversion converting with `table` (the old one) and
+    the records of the old conversion (`old_allocations`, `old_globals`,
+    `old_pipelined`, which appends the windows it pushes to `pushed`)."""
 
     class Conversion(PreparedConversionPass):
         def handlers(self) -> dict[type[Operation], Handler]:
             return table
 
         def apply(self, ctx: Context, op: ModuleOp) -> None:
-            with old_allocations(), old_globals():
+            with old_allocations(), old_globals(), old_pipelined(pushed):
                 super().apply(ctx, op)
 
     def edit(steps: Steps) -> Steps:
@@ -199,16 +211,16 @@ def old_alloc(lw: Lowering, op: memref.AllocOp | memref.AllocaOp, st: BlockState
     nbytes = buffer_bytes(t.get_shape(), elem)
     if seen is not None:
         n_el = nbytes // View(seen.buffer, seen.level, elem, (), (), Aff.c(0), "").elem_bytes
-        ctx.views[result] = replace(seen, base=ctx.slot_base(n_el))
+        ctx.views[result] = replace(seen, base=ctx.slot_base(st.block, op, n_el))
         return
-    slots = ctx.slots
+    slots = ctx.slots(st.block)
     name = ctx.names.fresh(result.name_hint, f"{level.split('[')[0]}_buf")
     buf = ctx.declare_buffer(name, level, nbytes * slots, op.location)
     _OLD_ALLOCATED.setdefault(ctx.decl_block, []).append(buf)
     base = Aff.c(0)
     if slots >= 2:
         n_el = nbytes // View(buf, MemLevelAttr(level), elem, (), (), Aff.c(0), "").elem_bytes
-        base = ctx.slot_base(n_el)
+        base = ctx.slot_base(st.block, op, n_el)
         ctx.summary.slotted.append(name)
     ctx.views[result] = View(
         buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides, base, name
@@ -273,6 +285,47 @@ def old_globals() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def old_pipelined(pushed: list[int] | None = None) -> Iterator[None]:
+    """The old pipeline's conversion keeps the pipelined loops it lowers on
+    a stack (the context's `pipelined` before `context.pipelined_loop`,
+    374a547d): `loops.nem_loop` pushes a loop with a window, its variable
+    and window, while its body is lowered, and the slots, the slot base and
+    the scratch buffers' key read the innermost, not the NEM block being
+    filled.  Each push appends the window to `pushed` when given."""
+    stack: list[tuple[Var, int]] = []
+    nem_loop = loops.nem_loop
+
+    @contextmanager
+    def pushing(
+        lw: Lowering, op: affine.ForOp, trip: int, st: BlockState, max_in_flight: int | None = None
+    ) -> Iterator[tuple[NemBuilder, Var]]:
+        with nem_loop(lw, op, trip, st, max_in_flight) as (body, var):
+            if max_in_flight:
+                stack.append((var, max_in_flight))
+                if pushed is not None:
+                    pushed.append(max_in_flight)
+            try:
+                yield body, var
+            finally:
+                if max_in_flight:
+                    stack.pop()
+
+    def slot_base(ctx: LoweringContext, at: Block, op: Operation, n_el: int) -> Aff:
+        if not stack:
+            return Aff.c(0)
+        var, slots = stack[-1]
+        return Aff.atom(var).mod(slots).scale(n_el)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(loops, "nem_loop", pushing)
+        m.setattr(loops, "pipelined_loop", lambda at: stack[-1] if stack else None)
+        m.setattr(staging, "pipelined_loop", lambda at: stack[-1][0].key if stack else None)
+        m.setattr(LoweringContext, "slots", lambda ctx, at: stack[-1][1] if stack else 1)
+        m.setattr(LoweringContext, "slot_base", slot_base)
+        yield
+
+
 OLD_ALLOCATIONS: dict[type[Operation], Handler] = {
     memref.AllocOp: old_alloc,
     memref.AllocaOp: old_alloc,
@@ -312,5 +365,6 @@ def sample_before_and_after(
         m.setattr(memref_globals, "global_view", old_global_view)
         m.setattr(memref_globals, "initial_contents", old_initial_contents)
         m.setattr(rewrite, "apply", lambda self, ctx, op: None)
-        old = compile_onnx(model, stem=str(tmp_path / "before")).nem
+        with old_pipelined():
+            old = compile_onnx(model, stem=str(tmp_path / "before")).nem
     return after, old, sum(made)

@@ -14,6 +14,7 @@ from xdsl.ir import Operation
 from nem.passes.lowering.affine_algebra import Aff
 from nem.passes.lowering.context import Band, LoweringContext
 from nem.passes.lowering.staging import scratch, task_scope
+from nem.passes.lowering.state import BlockState
 from nem.passes.lowering.views import View
 
 
@@ -29,9 +30,11 @@ class Accumulator:
     adds: tuple[int, int] | None
 
 
-def accumulator(ctx: LoweringContext, op: Operation, yv: View, shape: list[int]) -> Accumulator:
-    """The scratch a convolution accumulates its output of `shape` in, and
-    which rows its `add` covers.  A band of a split convolution (`nem_part`
+def accumulator(
+    ctx: LoweringContext, st: BlockState, op: Operation, yv: View, shape: list[int]
+) -> Accumulator:
+    """The scratch a convolution lowered into the NEM block of `st`
+    accumulates its output of `shape` in, and which rows its `add` covers.  A band of a split convolution (`nem_part`
     j, `nem_band` = [first row, rows of the whole output]) gets its rows of
     one scratch shaped as the whole output, which the bands share
     (`ctx.bands`, kept across the top-level statements at which the driver
@@ -46,7 +49,7 @@ def accumulator(ctx: LoweringContext, op: Operation, yv: View, shape: list[int])
     so the pending rows run from row 0 to the last band's first."""
     band = op.attributes.get("nem_band")
     if not isinstance(band, DenseArrayBase) or "nem_part" not in op.attributes:
-        tv = scratch(ctx, yv, shape, op)
+        tv = scratch(ctx, st, yv, shape, op)
         return Accumulator(tv, tv.base, (0, shape[1]))
     row0, rows = (int(v) for v in band.get_values())
     whole = [shape[0], rows, *shape[2:]]
@@ -54,7 +57,7 @@ def accumulator(ctx: LoweringContext, op: Operation, yv: View, shape: list[int])
     key = (yv.buffer, yv.level.data, tuple(whole), yv.elem, context)
     found = ctx.bands.get(key)
     if row0 == 0 or found is None or not ctx.is_declared(found.view.buffer):
-        found = ctx.bands[key] = Band(scratch(ctx, yv, whole, op, ident=1000), (0, 0))
+        found = ctx.bands[key] = Band(scratch(ctx, st, yv, whole, op, ident=1000), (0, 0))
     tv = found.view
     lo, hi = found.pending if found.pending[1] == row0 else (row0, row0)
     end = row0 + shape[1]

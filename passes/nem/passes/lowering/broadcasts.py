@@ -109,7 +109,7 @@ def emit_broadcast(
                 lw, stg.builder, plan.src, dv, dst_start, axes, plan.extents, anchor
             )
         except Overlap:  # doublings in place would overlap: through a scratch
-            toks = _through_scratch(lw, stg.builder, plan, dv, dst_start, axes, anchor)
+            toks = _through_scratch(lw, stg.builder, st, plan, dv, dst_start, axes, anchor)
     stg.commit(st)
     for t in toks:
         name_task(ctx, t, copy_kind(t))
@@ -122,6 +122,7 @@ def emit_broadcast(
 def _through_scratch(
     lw: Lowering,
     b: NemBuilder,
+    st: BlockState,
     plan: BroadcastPlan,
     dv: View,
     dst_start: Aff,
@@ -134,7 +135,7 @@ def _through_scratch(
     is (D-LOW-BCAST-OPERAND: every doubling copies one contiguous block to
     the next), then one transfer of it, read in Y's order, into Y."""
     toks: list[SSAValue] = []
-    frm, _ = broadcast_leaf(lw, b, plan.src, plan.dst, dv, plan.extents, anchor, toks)
+    frm, _ = broadcast_leaf(lw, b, st, plan.src, plan.dst, dv, plan.extents, anchor, toks)
     to = region(
         lw.ctx, b, dv, dst_start, [plan.extents[k] for k, _ in axes], [s for _, s in axes], anchor
     )
@@ -342,6 +343,7 @@ def _erase(*values: SSAValue) -> None:
 def broadcast_leaf(
     lw: Lowering,
     b: NemBuilder,
+    st: BlockState,
     acc: Access,
     out: Access,
     like: View,
@@ -361,6 +363,7 @@ def broadcast_leaf(
     order = [k for k in out.dims if k not in used] + [k for k in out.dims if k in used]
     sv = scratch(
         ctx,
+        st,
         like,
         [exts[k] for k in order],
         anchor,

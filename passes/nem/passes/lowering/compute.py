@@ -129,7 +129,7 @@ def emit_matmul(
         ctx.summary.raised.append(f"{what} -> matmul (accumulating bias)")
         return None
     shape = region_shape(c_reg)
-    tv = scratch(ctx, cv, shape, anchor)
+    tv = scratch(ctx, st, cv, shape, anchor)
     with bld.located(anchor.location):
         t_reg = region(ctx, bld, tv, tv.base, shape, tv.strides, anchor, "MN")
         mm = bld.compute("matmul", [a, b], [t_reg], attrs=flags)
@@ -247,7 +247,7 @@ def _raise_over_accesses(
         acc = _load(leaf).access
         if acc.dims == out_acc.dims:
             return access_region(ctx, b, acc, exts, anchor)
-        return broadcast_leaf(lw, b, acc, out_acc, trees[0][1][1], exts, anchor, copies)
+        return broadcast_leaf(lw, b, st, acc, out_acc, trees[0][1][1], exts, anchor, copies)
 
     raise_eltwise(
         lw,
@@ -317,7 +317,7 @@ def raise_eltwise(
         direct = None
     with stg.builder.located(anchor.location):
         per_tree = [
-            _tree_steps(ctx, stg.builder, root, out, anchor, leaf_region, direct)
+            _tree_steps(ctx, stg.builder, st, root, out, anchor, leaf_region, direct)
             for root, out in trees
         ]
     steps = [step for tree in per_tree for step in tree]
@@ -354,6 +354,7 @@ def _ops(node: EltNode) -> list[EltOp]:
 def _tree_steps(
     ctx: LoweringContext,
     b: NemBuilder,
+    st: BlockState,
     root: EltOp,
     out: tuple[SSAValue, View],
     anchor: Operation,
@@ -386,7 +387,7 @@ def _tree_steps(
         return sources[elem]
 
     def temp(elem: Attribute) -> tuple[SSAValue, View]:
-        sv = scratch(ctx, out[1], shape, anchor, ident=len(steps) + 1, elem=elem)
+        sv = scratch(ctx, st, out[1], shape, anchor, ident=len(steps) + 1, elem=elem)
         return region(ctx, b, sv, sv.base, shape, sv.strides, anchor), sv
 
     def emit(node: EltNode, target: tuple[SSAValue, View] | None) -> tuple[SSAValue, View]:
@@ -543,7 +544,7 @@ def _lower_conv(
         return
     with b.located(op.location):
         shape = region_shape(y_reg)
-        acc = accumulator(ctx, op, yv, shape)
+        acc = accumulator(ctx, st, op, yv, shape)
         tv = acc.view
         t_reg = region(ctx, b, tv, acc.start, shape, tv.strides, op, "NHWC")
         conv = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)

@@ -17,12 +17,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from xdsl.dialects import affine
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from nem.dialect.attributes import mem_level_error
 from nem.dialect.builder import Loc, NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
+from nem.dialect.ops import LoopOp
 from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.legality import TaskLegality
@@ -257,6 +259,23 @@ def space_level(op: Operation | None, t: MemRefType, spaces: dict[int, str]) -> 
     return spaces[k]
 
 
+def pipelined_loop(at: Block) -> LoopOp | None:
+    """The innermost pipelined NEM loop holding NEM block `at` (re-rolled,
+    D-LOW-PIPE, or a tile loop, D-LOW-PIPE-BODY): the conversion gives such
+    a loop, and no other, a window (`@max_in_flight`, at least 2), and the
+    buffers its body declares that many slots.  Read from the IR, where no
+    stack of the run need follow the walk: a peeled last tile is lowered
+    after its loop, outside it; and not from the values the conversion
+    bound, as a loop of one iteration's variable is 0, like the peeled
+    tile's index (D-LOW-WALK)."""
+    parent = at.parent_op()
+    while parent is not None:
+        if isinstance(parent, LoopOp) and parent.max_in_flight() > 1:
+            return parent
+        parent = parent.parent_op()
+    return None
+
+
 class LoweringContext:
     """Everything one `convert-affine-to-nem` run knows (see the module doc)."""
 
@@ -283,10 +302,6 @@ class LoweringContext:
         self.decls = NemBuilder.at_end(self.decl_block)
         self.scopes: list[PeelScope] = []
         """Scopes of the partial-tile checks, outermost (the function) first."""
-        self.pipelined: list[tuple[Var, int]] = []
-        """The pipelined loops being lowered (re-rolled, D-LOW-PIPE, or tile
-        loops, D-LOW-PIPE-BODY), innermost last: each one's variable and the
-        slots of the buffers its body declares (its window)."""
         self.legality = TaskLegality(catalog, device, options.device)
         """Whether a task has a variant on the target (`staging.illegal`, D-LOW-OUTLINE)."""
         self.scratch: dict[tuple[object, ...], View] = {}
@@ -302,20 +317,38 @@ class LoweringContext:
         return Var(arg, name, trip, next(self._var_order))
 
     # -- slots of pipelined loops ------------------------------------------------------
-    @property
-    def slots(self) -> int:
-        """The slots of a buffer declared here: the innermost pipelined
-        loop's window, else 1."""
-        return self.pipelined[-1][1] if self.pipelined else 1
+    def slots(self, at: Block) -> int:
+        """The slots of a buffer declared for NEM block `at`: the window of
+        the innermost pipelined loop holding it (`pipelined_loop`), else 1."""
+        loop = pipelined_loop(at)
+        return 1 if loop is None else loop.max_in_flight()
 
-    def slot_base(self, n_el: int) -> Aff:
-        """Where this iteration's slot of a buffer of `n_el` elements starts:
-        `(v mod slots) * n_el` for the innermost pipelined loop's variable
-        `v`, else 0."""
-        if not self.pipelined:
+    def slot_base(self, at: Block, op: Operation, n_el: int) -> Aff:
+        """Where this iteration's slot of a buffer of `n_el` elements,
+        declared for `op` lowered into NEM block `at`, starts:
+        `(v mod slots) * n_el` for the variable `v` of the innermost
+        pipelined loop holding `at`, else 0."""
+        loop = pipelined_loop(at)
+        if loop is None:
             return Aff.c(0)
-        var, slots = self.pipelined[-1]
-        return Aff.atom(var).mod(slots).scale(n_el)
+        return self.loop_variable(loop, op).mod(loop.max_in_flight()).scale(n_el)
+
+    def loop_variable(self, loop: LoopOp, op: Operation) -> Aff:
+        """The variable of NEM loop `loop`, in which `op` is being lowered:
+        the atom the conversion bound the variable of an MLIR loop holding
+        `op` with (`lower_loop` binds `lb + v * step`), else 0 (a loop of
+        one iteration, whose variable `Aff.atom` makes 0 and no value holds)."""
+        arg = loop.body.block.args[0]
+        parent = op.parent_op()
+        while parent is not None:
+            if isinstance(parent, affine.ForOp) and (
+                (value := self.env.get(parent.body.block.args[0])) is not None
+            ):
+                for atom, _ in value.terms.values():
+                    if isinstance(atom, Var) and atom.arg is arg:
+                        return Aff.atom(atom)
+            parent = parent.parent_op()
+        return Aff.c(0)
 
     # -- index values ---------------------------------------------------------------
     def index(self, v: SSAValue, user: Operation) -> Aff:

@@ -25,6 +25,7 @@ from nem.frontends.upstream_dialects.dma import (
 )
 from nem.passes.lowering import compute, structure
 from nem.passes.lowering.affine_algebra import Aff, Var, is_index_arith, pick_minmax
+from nem.passes.lowering.context import pipelined_loop
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.partial_tiles import (
     MINMAX_OPS,
@@ -57,13 +58,14 @@ def lower_for(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
         compute.lower_nest(lw, op, st)
 
 
-def staged_tiles(lw: Lowering, op: affine.ForOp) -> list[Operation]:
+def staged_tiles(lw: Lowering, op: affine.ForOp, st: BlockState) -> list[Operation]:
     """With `pipeline-tiles` (D-LOW-PIPE-BODY): the allocations of L1 buffers
     directly in the body of `op` (a tile loop whose tiles are staged in
     buffers of their own, as `transform.structured.promote` leaves them),
-    when nothing else in the body is a loop: then two iterations may run at
+    when nothing else in the body is a loop and no pipelined loop holds the
+    NEM block `st` fills (`pipelined_loop`): then two iterations may run at
     once, each in its own slot of the buffers.  Otherwise none."""
-    if not lw.ctx.options.pipeline_tiles or lw.ctx.pipelined:
+    if not lw.ctx.options.pipeline_tiles or pipelined_loop(st.block) is not None:
         return []
     ops = list(op.body.block.ops)
     if any(isinstance(o, affine.ForOp) and is_structural(o) for o in ops):
@@ -152,20 +154,16 @@ def lower_loop(lw: Lowering, op: affine.ForOp, st: BlockState) -> None:
         return
     iv = op.body.block.args[0]
     partial = partial_of(op, lb, step, trip, ctx.affine, ctx.env)
-    window = 2 if rerolled or staged_tiles(lw, op) else None
+    window = 2 if rerolled or staged_tiles(lw, op, st) else None
     if window and not rerolled:
         window = marked_window(op) or window
 
     def tiles(n: int) -> None:
+        # the body's buffers in `window` slots (D-LOW-PIPE, D-LOW-PIPE-BODY):
+        # the loop's `@max_in_flight` says so (`context.pipelined_loop`)
         with nem_loop(lw, op, n, st, max_in_flight=window) as (body, var):
             ctx.env[iv] = lb + Aff.atom(var).scale(step)
-            if window:  # the body's buffers in `window` slots (D-LOW-PIPE, D-LOW-PIPE-BODY)
-                ctx.pipelined.append((var, window))
-            try:
-                lw.lower_block(op.body.block, body)
-            finally:
-                if window:
-                    ctx.pipelined.pop()
+            lw.lower_block(op.body.block, body)
         if rerolled:
             ctx.summary.notes.append(
                 f"pipelined loop at {SourceLoc.of(op)} -> ping-pong slots under @max_in_flight(2)"

@@ -89,7 +89,7 @@ def lower_alloc(lw: Lowering, op: DeclaredBuffer, st: BlockState) -> None:
         # iteration: in the slots of the loop lowering it now, else in slot 0
         # (nem-synthesize-deps orders either after the earlier uses)
         n_el = nbytes // View(seen.buffer, seen.level, elem, (), (), Aff.c(0), "").elem_bytes
-        ctx.views[result] = replace(seen, base=ctx.slot_base(n_el))
+        ctx.views[result] = replace(seen, base=ctx.slot_base(st.block, op, n_el))
         return
     if op.buffer is None:
         raise reject(
@@ -98,13 +98,13 @@ def lower_alloc(lw: Lowering, op: DeclaredBuffer, st: BlockState) -> None:
             "(it ran with other memory-spaces than the conversion)",
             "give both passes the same memory-spaces",
         )
-    slots = ctx.slots
+    slots = ctx.slots(st.block)
     name = op.buffer_name
     buf = ctx.declare_buffer(name, level, nbytes * slots, op.location)
     base = Aff.c(0)
     if slots >= 2:
         n_el = nbytes // View(buf, MemLevelAttr(level), elem, (), (), Aff.c(0), "").elem_bytes
-        base = ctx.slot_base(n_el)
+        base = ctx.slot_base(st.block, op, n_el)
         ctx.summary.slotted.append(name)
     ctx.views[result] = View(
         buf, MemLevelAttr(level), elem, tuple(t.get_shape()), strides, base, name

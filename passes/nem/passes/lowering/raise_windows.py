@@ -176,7 +176,7 @@ def _emit_window(
                 return
         shape = region_shape(y_reg)
         if plan.kind == "conv2d":  # a band of a split one: its rows of one scratch
-            acc = accumulator(ctx, anchor, yv, shape)
+            acc = accumulator(ctx, st, anchor, yv, shape)
             tv = acc.view
             t_reg = region(ctx, b, tv, acc.start, shape, tv.strides, anchor, "NHWC")
             main = b.compute("conv2d", [x_reg, w_reg], [t_reg], attrs=attrs)
@@ -187,7 +187,7 @@ def _emit_window(
             else:
                 combine = _add_rows(ctx, b, plan, anchor, acc)
         else:
-            tv = scratch(ctx, yv, shape, anchor)
+            tv = scratch(ctx, st, yv, shape, anchor)
             t_reg = region(ctx, b, tv, tv.base, shape, tv.strides, anchor, "NHWC")
             main = b.compute(
                 "maxpool",

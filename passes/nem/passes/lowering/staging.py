@@ -15,7 +15,7 @@ from nem.dialect.attributes import RegionType
 from nem.dialect.builder import Loc, NemBuilder
 from nem.dialect.ops import ComputeOp, RegionOp, TaskOp
 from nem.dialect.scope_op import ScopeOp
-from nem.passes.lowering.context import LoweringContext
+from nem.passes.lowering.context import LoweringContext, pipelined_loop
 from nem.passes.lowering.emit import region
 from nem.passes.lowering.state import BlockState
 from nem.passes.lowering.views import View, buffer_bytes, row_major
@@ -128,6 +128,7 @@ def full_region(
 
 def scratch(
     ctx: LoweringContext,
+    st: BlockState,
     like: View,
     shape: list[int],
     anchor: Operation,
@@ -135,12 +136,13 @@ def scratch(
     elem: Attribute | None = None,
 ) -> View:
     """A hoisted scratch buffer for a partial result (D-LOW-ACCUM), in
-    `like`'s memory, of `like`'s element type or `elem` (D-LOW-CAST-TREE);
-    `ident` tells apart the temporaries one computation needs at the same
-    time.  The tasks of different `nem_lowering.scope`s (the `async.execute`s
+    `like`'s memory, of `like`'s element type or `elem` (D-LOW-CAST-TREE),
+    for a task lowered into the NEM block of `st` (in the slots of the
+    pipelined loop holding it, `context.pipelined_loop`); `ident` tells
+    apart the temporaries one computation needs at the same time.  The tasks of different `nem_lowering.scope`s (the `async.execute`s
     of the input, and the main stream) do not share one: they may run
     concurrently (D-LOW-ASYNC, D-LOW-ASYNC-INLINE)."""
-    slots = ctx.slots
+    slots = ctx.slots(st.block)
     context = task_scope(anchor)
     elem = like.elem if elem is None else elem
     key = (
@@ -148,7 +150,7 @@ def scratch(
         tuple(shape),
         elem,
         slots,
-        ctx.pipelined[-1][0].key if ctx.pipelined else None,
+        pipelined_loop(st.block),
         ident,
         context,
     )
@@ -162,7 +164,7 @@ def scratch(
     n = 1
     for d in shape:
         n *= d
-    base = ctx.slot_base(n)
+    base = ctx.slot_base(st.block, anchor, n)
     view = View(buf, like.level, elem, tuple(shape), row_major(shape), base, name)
     ctx.scratch[key] = view
     return view
