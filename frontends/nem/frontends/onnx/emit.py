@@ -136,6 +136,11 @@ def transpose(value: ir.Value, perm: Sequence[int]) -> ir.Value:
     return value_of(linalg.transpose(value, outs=[out], permutation=list(perm)))
 
 
+ORDER_FREE = (arith.maximumf, arith.minimumf)
+"""The combiners whose result does not depend on the order of the elements
+(`reduce` takes a max or min over several axes one axis at a time)."""
+
+
 def reduce(
     value: ir.Value,
     axes: Sequence[int],
@@ -148,11 +153,24 @@ def reduce(
     """Reduce `value` over `axes` with `combine(acc, x)` starting from `init`;
     the reduced dimensions are kept with size 1 when `keep_dims`.  `elem`
     sets the accumulator's type (e.g. f32 for an f16 input); `prologue`
-    maps each element before it is combined (e.g. an `extf`)."""
+    maps each element before it is combined (e.g. an `extf`).
+
+    A max or min over several axes is reduced one axis at a time, the
+    innermost first (D-COMPILE-REDUCE, session 47): the lowering raises such
+    a reduction to one `max`/`min` task per point of the reduced axes (max
+    pooling over window offsets), so a `GlobalMaxPool` over 64x64 was 4,096
+    tasks, 79 s of `nem-synthesize-deps` and `nem-verify`, and a `ReduceMax`
+    over axes [1, 3] of [1, 64, 32, 64] ran out of memory; one axis at a
+    time it is 64 + 64.  Exact: the two are order-free (`maximumf` and
+    `minimumf` return a NaN operand whichever the order)."""
     shape = shape_of(value)
     rank = len(shape)
-    elem = elem or elem_type(value)
     axes = sorted(a % rank for a in axes)
+    if len(axes) > 1 and keep_dims and combine in ORDER_FREE and elem is None and not prologue:
+        for axis in reversed(axes):
+            value = reduce(value, [axis], init, combine)
+        return value
+    elem = elem or elem_type(value)
     if keep_dims:
         out_shape = [1 if d in axes else s for d, s in enumerate(shape)]
         out_map = ir.AffineMap.get(
