@@ -139,6 +139,9 @@ CASES = [
     ("ReduceMin", {"x": (2, 3, 5)}, {}, {"keepdims": 0}),
     ("ReduceSum", {"x": (2, 3, 5)}, {}, {"noop_with_empty_axes": 1}),
     ("ReduceMin", {"x": (2, 3, 5)}, {}, {"noop_with_empty_axes": 1, "keepdims": 0}),
+    ("Floor", {"x": (2, 3, 4)}, {}, {}),
+    ("Ceil", {"x": (2, 3, 4)}, {}, {}),
+    ("Round", {"x": (2, 3, 4)}, {}, {}),
     ("Pow", {"x": (2, 3, 4)}, {"c": np.array(2.0, np.float32)}, {}),
     ("Pow", {"x": (2, 3, 4)}, {"c": np.array([1.0, 2.0, 3.0, 4.0], np.float32)}, {}),
 ]
