@@ -65,6 +65,7 @@ EXACT_OPS = frozenset(
     {
         "Abs",
         "Cast",
+        "Ceil",
         "Clip",
         "Concat",
         "ConcatFromSequence",
@@ -73,6 +74,7 @@ EXACT_OPS = frozenset(
         "DepthToSpace",
         "Expand",
         "Flatten",
+        "Floor",
         "Gather",
         "GlobalMaxPool",
         "Identity",
@@ -85,6 +87,7 @@ EXACT_OPS = frozenset(
         "ReduceMin",
         "Relu",
         "Reshape",
+        "Round",
         "SequenceAt",
         "Shape",
         "Sign",

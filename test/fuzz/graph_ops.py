@@ -141,6 +141,10 @@ def _exact_unary(name: str, **attrs: Callable[[Builder], object]) -> None:
 
 
 _exact_unary("Sign")
+# steps at every integer (Round's at every half): as Sign, of a graph input
+_exact_unary("Floor")
+_exact_unary("Ceil")
+_exact_unary("Round")
 _exact_unary(
     "Shrink",
     bias=lambda b: b.rng.choice((None, 0.0, 0.5, -1.0)),
