@@ -123,7 +123,7 @@ def block_liveness(block: Block, ev: Evaluator | None = None, bodies: bool = Tru
             last = n  # unconsumed: until the end of the block
             uses = [
                 idx.get(a)
-                for a in (_ancestor_in(u.operation, block) for u in op.results[0].uses)
+                for a in (ancestor_in(u.operation, block) for u in op.results[0].uses)
                 if a is not None
             ]
             found = [u for u in uses if u is not None]
@@ -148,7 +148,9 @@ def _block_live(block: Block, ev: Evaluator) -> tuple[int, Operation | None]:
     return block_liveness(block, ev).peak()
 
 
-def _ancestor_in(op: Operation, block: Block) -> Operation | None:
+def ancestor_in(op: Operation, block: Block) -> Operation | None:
+    """The statement of `block` that is or holds `op` (None: none): where a
+    use inside a loop body counts for the block's liveness."""
     cur: Operation | None = op
     while cur is not None and cur.parent_block() is not block:
         cur = cur.parent_op()

@@ -16,7 +16,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from nem.analysis.range_max import MaxTree, MinTable
-from nem.analysis.token_liveness import BlockLiveness, block_liveness, loop_copies
+from nem.analysis.token_liveness import BlockLiveness, ancestor_in, block_liveness, loop_copies
 from nem.dialect.attributes import BITWIDTH, DYNAMIC, RegionType
 from nem.dialect.expressions import Evaluator
 from nem.dialect.ops import ComputeOp, LoopOp, RegionOp, TaskOp, TransferOp, WaitOp
@@ -244,9 +244,10 @@ def _within(
         assert isinstance(band, TaskOp)  # `async_compute`
         if ends[band] == k:
             # the join uses the band: its last use is at the join or later
-            last = max(
-                i for u in token.uses if (i := _statement(u.operation, index)) not in (None, k)
-            )
+            block = band.parent_block()
+            assert block is not None  # a statement of the block
+            held = (ancestor_in(u.operation, block) for u in token.uses)
+            last = max(i for s in held if s is not None and (i := index.get(s, k)) != k)
             changes.append((last + 1, k, -1))
             cut[band] = last
     lo = min((first for first, _, _ in changes), default=k)
@@ -260,14 +261,6 @@ def _within(
     ends.update(cut)
     ends[join] = max(ends[join], k)
     return True
-
-
-def _statement(op: Operation, index: dict[Operation, int]) -> int | None:
-    """The index of the block's statement that is or holds `op` (None: none)."""
-    cur: Operation | None = op
-    while cur is not None and cur not in index:
-        cur = cur.parent_op()
-    return None if cur is None else index[cur]
 
 
 def frees_token(
@@ -578,13 +571,12 @@ def retire_done(
     if not held:
         return False
     block = live.ops[0].parent_block()
+    assert block is not None  # the block of `live`'s statements
     idx = {o: k for k, o in enumerate(live.ops)}
     for k, tokens in held.items():
         for token in tokens:
             for user in {u.operation for u in token.uses}:
-                cur: Operation | None = user
-                while cur is not None and cur.parent_block() is not block:
-                    cur = cur.parent_op()
+                cur = ancestor_in(user, block)
                 if cur is not None and idx[cur] >= k:
                     retoken(user, token, [])
                     if type(user) is WaitOp and not user.operands:
