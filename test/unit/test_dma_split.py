@@ -125,7 +125,8 @@ def test_split_copies_are_bit_identical_and_faster():
 def test_the_splits_are_opt_in(tmp_path, monkeypatch):
     """`nem-compile` splits at the tile stage only with `--split-units`
     (D-COMPILE-SPLIT-OPT): the option reaches `CompileOptions.split_units`,
-    off by default; the NEM-level split of transfers is on unless
+    off by default; the NMU split of tile loops' convolutions is on unless
+    `--no-split-nmus` (`split_nmus`, session 48); the NEM-level split of transfers is on unless
     `--no-split-transfers` (`split_transfers`, D-NEM-SPLIT-TRANSFERS), the
     jam of engine parts unless `--no-jam` (`jam`, D-NEM-JAM-ENGINES), and the
     fusion of elementwise chains unless `--no-fuse-chains` (`fuse_chains`,
@@ -146,6 +147,7 @@ def test_the_splits_are_opt_in(tmp_path, monkeypatch):
         seen.append(
             (
                 options.split_units,
+                options.split_nmus,
                 options.split_transfers,
                 options.jam,
                 options.fuse_chains,
@@ -161,6 +163,7 @@ def test_the_splits_are_opt_in(tmp_path, monkeypatch):
     for flags in (
         [],
         ["--split-units"],
+        ["--no-split-nmus"],
         ["--no-split-transfers"],
         ["--no-jam"],
         ["--no-fuse-chains"],
@@ -170,11 +173,12 @@ def test_the_splits_are_opt_in(tmp_path, monkeypatch):
         with pytest.raises(Stop):
             nem_compile.run([str(path), *flags, "-o", str(tmp_path / "m.nem")])
     assert seen == [
-        (False, True, True, True, True, True),
-        (True, True, True, True, True, True),
-        (False, False, True, True, True, True),
-        (False, True, False, True, True, True),
-        (False, True, True, False, True, True),
-        (False, True, True, True, False, True),
-        (False, True, True, True, True, False),
+        (False, True, True, True, True, True, True),
+        (True, True, True, True, True, True, True),
+        (False, False, True, True, True, True, True),
+        (False, True, False, True, True, True, True),
+        (False, True, True, False, True, True, True),
+        (False, True, True, True, False, True, True),
+        (False, True, True, True, True, False, True),
+        (False, True, True, True, True, True, False),
     ]

@@ -198,11 +198,12 @@ def test_bands_are_bit_identical_and_run_at_once():
     race-free, in fewer timed cycles (under 0.98x: 21,488 -> 20,944; 0.97x
     before session 32, when the tile copies of the program without bands,
     under 16 KiB in loops of few runs, stayed whole on one DMA: 24,048,
-    D-NEM-SPLIT-TRANSFERS)."""
+    D-NEM-SPLIT-TRANSFERS).  The split is the default since session 48;
+    `split_nmus=False` keeps each tile's convolution whole."""
     model = conv3x3_model(16, 64, 64)
     opts = {"device": "npm_pro_x1", "engines": 1, "tile_sizes": (1, 4, 8, 16)}
-    new = compile_onnx(model, split_units=True, **opts)
-    old = compile_onnx(model, **opts)
+    new = compile_onnx(model, **opts)
+    old = compile_onnx(model, split_nmus=False, **opts)
     assert new.nem.count("conv2d.async") == 2 * old.nem.count("conv2d.async")
     # each band accumulates in its rows of one scratch (on bytes of their own:
     # else the second waits for the first's add, and the bands run in turn),

@@ -95,9 +95,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--split-units",
         action="store_true",
-        help="transform route: split tile loops' large copies over the engine's DMAs and "
-        "their convolutions over its NMUs in the tile stage (fewer cycles, longer compile; "
-        "D-COMPILE-SPLIT-OPT)",
+        help="transform route: split tile loops' large copies over the engine's DMAs in the "
+        "tile stage (longer compile; D-COMPILE-SPLIT-OPT)",
+    )
+    p.add_argument(
+        "--no-split-nmus",
+        action="store_true",
+        help="transform route: keep a tile loop's convolution whole on one NMU instead of one "
+        "band of output rows per NMU of the engine (D-COMPILE-NMU-SPLIT)",
     )
     p.add_argument(
         "--no-jam",
@@ -536,6 +541,7 @@ def _run(args: argparse.Namespace) -> int:
         origins=out.endswith(".nemb"),
         located_temps=args.save_temps,
         split_units=args.split_units,
+        split_nmus=not args.no_split_nmus,
         fuse=not args.no_fuse,
         fuse_chains=not args.no_fuse_chains,
         hoist=not args.no_hoist,

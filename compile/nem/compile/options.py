@@ -72,10 +72,13 @@ class CompileOptions:
     (D-COMPILE-SHARE-STAGED); `nem-compile --no-share-staged` stages again."""
     split_units: bool = False
     """Transform route: split tile loops' large copies over the engine's DMAs
-    and their convolutions over its NMUs in the tile stage (`--split-units`,
-    D-COMPILE-SPLIT-OPT): every piece is a task more for the lowering's
-    analyses, so it is opt-in (`split_transfers` splits large transfers after
-    them, by default)."""
+    in the tile stage (`--split-units`, D-COMPILE-SPLIT-OPT): every slice is
+    a task more for the lowering's analyses, and `split_transfers` splits
+    large transfers after them, by default; so it is opt-in."""
+    split_nmus: bool = True
+    """Transform route: a tile loop's large convolution runs over its engine's
+    NMUs, one band of output rows each (D-COMPILE-NMU-SPLIT, session 48; off
+    with `--no-split-nmus`); convolutions outside tile loops always do."""
     split_transfers: bool = True
     """Split large L1 transfers over the engine's DMAs on the ordered NEM
     program (`nem-split-transfers`, D-NEM-SPLIT-TRANSFERS; off with

@@ -556,13 +556,15 @@ def tile_module(
     if options.share_staged:
         hoist.share_copies(entry)
     module.operation.verify()
+    # large convolutions over the engine's NMUs (D-COMPILE-NMU-SPLIT): the
+    # straight-line ones always, the tile loops' unless `--no-split-nmus`;
     # opt-in (D-COMPILE-SPLIT-OPT): large staging copies over the engine's DMAs
-    # (D-COMPILE-DMA-SPLIT; static shapes now) and each tile loop's convolution
-    # over its NMUs (D-COMPILE-NMU-SPLIT); straight-line convolutions always
+    # (D-COMPILE-DMA-SPLIT; static shapes now), before the NMU split
     nmus = device.units("NMU")
     split = nmu_split.split_convs(entry, nmus, looped=False)
     if options.split_units:
         split += dma_split.split_copies(entry, device.units("DMA"))
+    if options.split_nmus:
         split += nmu_split.split_convs(entry, nmus)
     if split:
         tidy.run(module.operation)
