@@ -11,7 +11,10 @@ as the conversion with the stack (`lowering_diff.old_pipelined`; the other
 differential tests compare it without the option), on every lowering
 input; the stack is not empty on them (the old pipeline pushed windows, of
 2 and of 4); and a pipelined loop of one iteration, whose variable no
-index value holds (`Aff.atom` makes it 0), keeps its buffers' two slots."""
+index value holds (`Aff.atom` makes it 0), keeps its buffers' two slots;
+and in two nested pipelined loops (no lowering input nests one in
+another) a buffer of the inner body takes the inner loop's slots, one of
+the outer body the outer loop's (session 48)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,10 @@ from pathlib import Path
 
 import pytest
 from lowering_diff import INPUTS, LIT_MLIR, MLIR_INPUTS, before, entries_in, lower
+from xdsl.ir import Block
 
+from nem.dialect.ops import LoopOp
+from nem.passes.lowering import context
 from nem.passes.lowering.handlers import HANDLERS
 
 PUSHED: list[int] = []
@@ -60,3 +66,65 @@ def test_a_pipelined_loop_of_one_iteration_keeps_its_slots() -> None:
     assert "buffer alloc : L1[0] (size=8192, align=64)" in nem
     assert "copy5 = transfer.async(dst=region(alloc, 0, 4080)" in nem
     assert "3 buffer(s) with a slot per iteration in flight" in diags[0][1]
+
+
+NESTED = """
+func.func @nested(%A: memref<4x64xf32>, %B: memref<4x64xf32>) {
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  affine.for %i = 0 to 4 {
+    %row = memref.alloc() : memref<64xf32, 2>
+    affine.for %j = 0 to 64 step 16 {
+      %buf = memref.alloc() : memref<16xf32, 2>
+      %t = memref.alloc() : memref<1xi32>
+      affine.dma_start %A[%i, %j], %buf[0], %t[0], %c16 : memref<4x64xf32>, memref<16xf32, 2>, memref<1xi32>
+      affine.dma_wait %t[0], %c16 : memref<1xi32>
+      %t2 = memref.alloc() : memref<1xi32>
+      affine.dma_start %buf[0], %row[%j], %t2[0], %c16 : memref<16xf32, 2>, memref<64xf32, 2>, memref<1xi32>
+      affine.dma_wait %t2[0], %c16 : memref<1xi32>
+    } {nem.max_in_flight = 2 : i64}
+    %t3 = memref.alloc() : memref<1xi32>
+    affine.dma_start %row[0], %B[%i, 0], %t3[0], %c64 : memref<64xf32, 2>, memref<4x64xf32>, memref<1xi32>
+    affine.dma_wait %t3[0], %c64 : memref<1xi32>
+  } {nem.max_in_flight = 2 : i64}
+  return
+}
+"""
+"""Two re-rolled loops (`nem.max_in_flight = 2`), one in the other's body,
+each body allocating an L1 buffer: `row` (64 floats) in the outer, `buf`
+(16 floats) in the inner."""
+
+
+def test_the_innermost_of_two_nested_pipelined_loops_gives_the_slots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`buf`, declared in the inner loop's body, takes the slots of the
+    inner loop `j` (`(j mod 2) * 64`), not the outer `i`'s, and `row`,
+    declared in the outer body, those of `i` (`(i mod 2) * 256`): each
+    two slots (`size=128`, `size=512`), as with the stack (its innermost
+    entry); `context.pipelined_loop` answered `j` for the block of the
+    inner body and `i` for the outer's."""
+    found: list[tuple[str | None, str | None]] = []
+    read = context.pipelined_loop
+
+    def recording(at: Block) -> LoopOp | None:
+        loop = read(at)
+        holder = at.parent_op()
+        name = holder.iv_name.data if isinstance(holder, LoopOp) else None
+        found.append((name, None if loop is None else loop.iv_name.data))
+        return loop
+
+    monkeypatch.setattr(context, "pipelined_loop", recording)
+    nem, diags = lower(NESTED, "nested")
+    monkeypatch.undo()
+    pushed: list[int] = []
+    assert (nem, diags) == lower(NESTED, "nested", before(None, HANDLERS, pushed))
+    assert pushed == [2, 2]
+    assert sorted(set(found)) == [("i", "i"), ("j", "j")]
+    assert nem is not None
+    assert "buffer row : L1[0] (size=512, align=64)" in nem
+    assert "buffer buf : L1[0] (size=128, align=64)" in nem
+    assert "dst=region(buf, (j mod 2) * 64, 64)" in nem
+    assert "dst=region(row, j * 64 + (i mod 2) * 256, 64)" in nem
+    assert "src=region(row, (i mod 2) * 256, 256)" in nem
+    assert "2 buffer(s) with a slot per iteration in flight" in diags[0][1]
