@@ -221,15 +221,17 @@ def test_per_channel_inputs_are_broadcast_once_per_channel_tile():
     two more per per-channel input).  Bit-identical to the unfused program
     under random schedules, fewer tasks run than with the broadcasts in
     each tile (`hoist=False`, which leaves them there), and the program
-    fits L1 as measured (no re-tiling)."""
+    fits L1 as measured (no re-tiling).  Each tile's convolution whole
+    (`split_nmus=False`): split over the NMUs it is two `conv2d` tasks, one
+    per band of rows, with the tile's concats (D-COMPILE-NMU-SPLIT)."""
     model = _model("bn_relu", c=32, f=64, hw=56)
-    fused = compile_onnx(model, **OPTS)
+    fused = compile_onnx(model, **OPTS, split_nmus=False)
     assert not [r for r in fused.remarks if "exceeded L1" in r], fused.remarks
     bodies = [b for b in _loop_bodies(fused.nem) if "conv2d" in b]
     assert bodies, fused.nem
     for tasks in bodies:
         assert tasks.count("concat") == 2 * tasks.count("conv2d"), tasks
-    per_tile = compile_onnx(model, **OPTS, hoist=False)
+    per_tile = compile_onnx(model, **OPTS, hoist=False, split_nmus=False)
     assert any(b.count("concat") == 6 * b.count("conv2d") > 0 for b in _loop_bodies(per_tile.nem))
     plain = compile_onnx(model, **OPTS, fuse=False)
     for a, b in zip(_outputs(fused, model, 3), _outputs(plain, model, 0)):
