@@ -392,7 +392,6 @@ def plan(
     dmas: int,
     macs: int,
     strip: tuple[str, ...] = (),
-    spread: bool = False,
 ) -> tuple[Need, int]:
     """What `measure` counts of the tiled op `roots`, with its tile loops'
     trips all in flight where every innermost one is short
@@ -401,16 +400,11 @@ def plan(
     and the window (0: two).  One window for all of them: the engine parts'
     loops jam only with the same `@max_in_flight` (D-NEM-JAM-ENGINES).
     Checked here, not left to `fit`, which would shrink the tiles for a
-    wider window instead (D-COMPILE-TILE-TIME, session 35).  Not where
-    `spread`: the tile's convolution runs over all the engine's NMUs
-    (D-COMPILE-NMU-SPLIT), which one iteration's bands keep busy while the
-    next one loads, so more iterations in flight only take L1 and tokens
-    (session 48)."""
+    wider window instead (D-COMPILE-TILE-TIME, session 35)."""
     inner = innermost_loops(roots)
     window = max((tile_window(scf_trips(loop) or 0) for loop in inner), default=2)
     if (
         pipeline
-        and not spread
         and window > 2
         and all((scf_trips(loop) or 0) <= window for loop in inner)
         and compute_bound(inner, macs, dmas)

@@ -646,7 +646,6 @@ def _tile_op(
                 device.units("DMA"),
                 macs,
                 strip=(TAG, PIN),
-                spread=options.split_nmus and device.units("NMU") > 1,
             )
             return known[0]
 
