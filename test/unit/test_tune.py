@@ -134,10 +134,12 @@ def test_an_l1_share_is_a_candidate_only_where_it_sums_alike(other, same):
 @pytest.mark.slow  # ~25 s alone (five compiles of a 1x1 convolution, two of the model, runs)
 def test_an_l1_share_is_searched_chosen_and_keeps_the_outputs_bit_identical():
     """SqueezeNet's conv10 (n62: 13x13 pixels, 512 to 1000 channels): its
-    tiles planned for 0.81 of L1 run in fewer cycles alone than the untuned
-    ones; the search offers the shares that tile it otherwise, keeps the
-    fastest, and the model compiled with it gives the untuned output's bits
-    under random schedules."""
+    tiles planned for a smaller share of L1 run in fewer cycles alone than
+    the untuned ones (0.81 of it, 0.9 since the tile loops' convolutions
+    run over both NMUs, session 48: 33,893 cycles against 33,945); the
+    search offers the shares that tile it otherwise, keeps the fastest, and
+    the model compiled with it gives the untuned output's bits under random
+    schedules."""
     from compile_runs import conv1x1_relu_model, only_output
 
     from nem.cli.roofline_cli import timed_score
@@ -152,10 +154,11 @@ def test_an_l1_share_is_searched_chosen_and_keeps_the_outputs_bit_identical():
     space = space_of(text, driver.device, options, driver.engines)
     assert space is not None and space.shares == [0.9, 0.81, 0.5]
     best, cycles, tried = search_op(text, space, options, timed_score, 1, 0, FAR)
-    assert best == Choice(share=0.81), tried
-    assert cycles is not None and tried[Choice()] is not None and cycles < tried[Choice()]
+    timed = {c: n for c, n in tried.items() if n is not None}
+    assert best == min(timed, key=lambda c: timed[c]) and best.share in space.shares, tried
+    assert cycles is not None and Choice() in timed and cycles < timed[Choice()]
     plain = compile_onnx(model, device=DEVICE)
-    tuned = compile_onnx(model, device=DEVICE, op_l1_scales=((key, 0.81),))
+    tuned = compile_onnx(model, device=DEVICE, op_l1_scales=((key, best.share),))
     assert tuned.nem != plain.nem
     a, b = only_output(plain, model, 2), only_output(tuned, model, 2)
     assert a.tobytes() == b.tobytes()
