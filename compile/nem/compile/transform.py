@@ -64,7 +64,7 @@ from mlir.passmanager import PassManager
 from nem.compile import zero_init
 from nem.compile.l1_plan import Need
 from nem.compile.plan import Plan
-from nem.compile.target import FAST_SPACE
+from nem.compile.target import FAST_SPACE, variant_types
 from nem.frontends.upstream_dialects.upstream_ops import GENERALIZED_KNOWN
 
 if TYPE_CHECKING:
@@ -560,12 +560,12 @@ def tile_module(
     # straight-line ones always, the tile loops' unless `--no-split-nmus`;
     # opt-in (D-COMPILE-SPLIT-OPT): large staging copies over the engine's DMAs
     # (D-COMPILE-DMA-SPLIT; static shapes now), before the NMU split
-    nmus = device.units("NMU")
-    split = nmu_split.split_convs(entry, nmus, looped=False)
+    nmus, native = device.units("NMU"), variant_types(device, "conv2d")
+    split = nmu_split.split_convs(entry, nmus, native, looped=False)
     if options.split_units:
         split += dma_split.split_copies(entry, device.units("DMA"))
     if options.split_nmus:
-        split += nmu_split.split_convs(entry, nmus)
+        split += nmu_split.split_convs(entry, nmus, native)
     if split:
         tidy.run(module.operation)
         module.operation.verify()
