@@ -160,16 +160,42 @@ def assert_old_pipeline(
     edit: Callable[[Steps], Steps],
     dropped: type[ModulePass],
     table: dict[type[Operation], Handler],
+    cases: list[tuple[str, str]],
 ) -> None:
-    """`edit` (a `before`) leaves `dropped` out of `lower-to-nem`'s steps and
-    converts with `table`: a differential test with it compares with the
-    old pipeline, not the new one with itself."""
-    steps = LowerToNemPass(device="npm_pro_x1", remarks=True).pipeline()
-    edited = edit(steps)
-    assert any(isinstance(p, dropped) for p in steps)
-    assert not any(isinstance(p, dropped) for p in edited)
-    (conversion,) = [p for p in edited if isinstance(p, PreparedConversionPass)]
-    assert conversion.handlers() is table
+    """Lowering `cases` ((text, entry) pairs holding the ops the pass took
+    out of the table) with `edit` (a `before`) runs the old pipeline: pass
+    `dropped` never applies and the old table's own handlers (those not in
+    `HANDLERS`) are called, where the new pipeline applies the pass; so a
+    differential test with it compares with the old pipeline, not the new
+    one with itself.  Counted by running them, not by reading the edit."""
+    assert cases
+    calls = {"pass": 0, "old": 0}
+    apply = dropped.apply
+
+    def counted_apply(self: ModulePass, ctx: Context, op: ModuleOp) -> None:
+        calls["pass"] += 1
+        apply(self, ctx, op)
+
+    def counted(handler: Handler) -> Handler:
+        def run(lw: Lowering, op: Operation, st: BlockState) -> None:
+            calls["old"] += 1
+            handler(lw, op, st)
+
+        return run
+
+    own = [cls for cls in table if HANDLERS.get(cls) is not table[cls]]
+    assert own, "the old table has no handler of its own"
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(dropped, "apply", counted_apply)
+        for cls in own:
+            m.setitem(table, cls, counted(table[cls]))
+        for text, entry in cases:
+            lower(text, entry)
+        assert calls["pass"] > 0 and calls["old"] == 0, calls
+        calls["pass"] = 0
+        for text, entry in cases:
+            lower(text, entry, edit)
+    assert calls["pass"] == 0 and calls["old"] > 0, calls
 
 
 WITH_ADD_SUB: dict[type[Operation], Handler] = {

@@ -112,7 +112,10 @@ def test_without_groups_the_pass_changes_nothing(path: Path) -> None:
     """An input with no group op is left as it is (so its output cannot change);
     one with groups loses them all."""
     has_groups = path in WITH_GROUPS
-    for entry, plain, after in _grouped(path.read_text()):
+    rows = _grouped(path.read_text())
+    if not rows:
+        pytest.skip("no public function: a transform script (lit runs it)")
+    for entry, plain, after in rows:
         if not has_groups:
             assert after == plain, entry
         else:
@@ -125,10 +128,11 @@ def test_the_comparison_is_with_the_old_pipeline() -> None:
     differential tests below would compare the new pipeline with itself, or
     nothing, or errors with errors (review of session 44: this file alone
     of the lowering differentials did not check it)."""
-    assert_old_pipeline(_before, DropAsyncGroupsPass, BEFORE)
-    assert WITH_GROUPS
-    text = {p: p.read_text() for p in WITH_GROUPS}
-    assert any(lower(text[p], e)[0] is not None for p in WITH_GROUPS for e in entries(p))
+    assert [p.name for p in WITH_GROUPS] == ["async_tiles_group.mlir"]
+    cases = [(p.read_text(), e) for p in WITH_GROUPS for e in entries(p)]
+    assert_old_pipeline(_before, DropAsyncGroupsPass, BEFORE, cases)
+    assert any(lower(t, e)[0] is not None for t, e in cases)
+    assert any(lower(t, e, _before)[0] is not None for t, e in cases)
 
 
 @pytest.mark.parametrize("path", WITH_GROUPS, ids=lambda p: p.name)

@@ -119,8 +119,9 @@ def test_the_comparison_is_with_the_old_pipeline() -> None:
     """The edited steps leave the pass out and convert with the old table,
     and some inputs with control flow are rejected by it, some lower: else
     the comparison below would be with the new pipeline, or vacuous."""
-    assert_old_pipeline(_before, CheckTaskControlFlowPass, BEFORE)
-    outcomes = [lower(p.read_text(), e, _before) for p in WITH_CONTROL_FLOW for e in _entries(p)]
+    cases = [(p.read_text(), e) for p in WITH_CONTROL_FLOW for e in _entries(p)]
+    assert_old_pipeline(_before, CheckTaskControlFlowPass, BEFORE, cases)
+    outcomes = [lower(t, e, _before) for t, e in cases]
     lowered = [o for o in outcomes if o[0] is not None]
     rejected = [o for o in outcomes if o[0] is None and _CONTROL_FLOW_ERROR.search(str(o[1]))]
     assert len(lowered) >= 8 and len(rejected) >= 6, (len(lowered), len(rejected))
