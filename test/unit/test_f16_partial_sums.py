@@ -89,8 +89,9 @@ def test_tile_sizes_cutting_an_f16_sum_are_refused(make, sizes, cut, route):
     with pytest.raises(CompileError) as e:
         compile_onnx(make(), device="npm_pro_x1", route=route, tile_sizes=sizes)
     msg = str(e.value)
-    node = make().graph.node[0].name or f"{make().graph.node[0].op_type}_0"
-    assert f"node '{node}'" in msg and "not supported" in msg, msg
+    first = make().graph.node[0]
+    node = f"node 0 '{first.name or f'{first.op_type}_0'}' ({first.op_type}): error: not supported"
+    assert msg.startswith(f"<model>: {node}"), msg
     assert f"reduction {cut}" in msg, msg
     assert "D-COMPILE-TILES" in msg and "fix: compute the node in f32" in msg, msg
 

@@ -4,6 +4,8 @@ fit, and the compile that never emits a program its own checks reject."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -15,6 +17,7 @@ from mlir import ir  # noqa: E402
 
 from nem.compile import CompileError, compile_onnx, l1_plan  # noqa: E402
 from nem.compile.lower import verify_nem  # noqa: E402
+from nem.devices.device_lookup import find_device  # noqa: E402
 from nem.passes.lowering import structure  # noqa: E402
 
 TILE = """
@@ -161,15 +164,44 @@ def test_a_layer_the_footprint_model_undercounts_compiles_valid(route):
     verify_nem(result.nem, "conv10.nem", "npm_pro_x1")
 
 
-def test_tile_sizes_that_cannot_fit_name_the_node():
+@pytest.mark.parametrize("route", ["affine", "transform"])
+@pytest.mark.parametrize("given", [(1, 13, 13), (1, 13, 13, 1000)])
+def test_tile_sizes_that_cannot_fit_name_the_node_and_sizes_that_do(route, given):
     """`--tile-sizes` the user forces on a layer whose tiles do not fit L1:
-    an error at the tile stage naming the ONNX node, not a program that the
-    final check rejects."""
+    an error at the tile stage led by the ONNX node as the importer's
+    diagnostics name it, saying the sizes are the option's (never shrunk),
+    and offering sizes under them that were measured to fit, the user's
+    entries kept where shrinking the loops they left whole is enough; those
+    sizes compile to a program the final check accepts (session 49: an
+    outside user was told "even with tile sizes" and to find a bigger
+    device, when a smaller channel tile compiled)."""
     with pytest.raises(CompileError) as e:
-        compile_onnx(_conv(512, 1000, 13), device="npm_pro_x1", tile_sizes=(1, 13, 13, 1000))
+        compile_onnx(_conv(512, 1000, 13), device="npm_pro_x1", tile_sizes=given, route=route)
     msg = str(e.value)
     assert e.value.stage == "tile"
-    assert msg.startswith("node 'conv10'") and "DEV-16" in msg and "D-COMPILE-L1" in msg
+    head, fix = msg.split("\n")
+    assert head.startswith("<model>: node 0 'conv10' (Conv): error: not supported: its tiles")
+    assert f"with --tile-sizes {','.join(map(str, given))} (tile sizes [" in head
+    assert "on each of its 4 engine parts" in head and "DEV-16" in head
+    offered = re.fullmatch(r"fix: --tile-sizes ([\d,]+) fits this op .*D-COMPILE-L1\)", fix)
+    assert offered is not None, fix
+    sizes = tuple(int(s) for s in offered[1].split(","))
+    assert all(s <= max(g, 13) for s, g in zip(sizes, given)) and sizes != given
+    result = compile_onnx(_conv(512, 1000, 13), device="npm_pro_x1", tile_sizes=sizes, route=route)
+    verify_nem(result.nem, "conv10.nem", "npm_pro_x1")
+
+
+def test_sizes_the_compiler_chose_offer_a_bigger_device():
+    """Tiles the compiler shrank as far as its L1 budget goes (no
+    `--tile-sizes`) and that still overflow: the fix names the device, as
+    nothing the user passed is to blame."""
+    e = l1_plan.DoesNotFit(2_000_000, 1_048_576, [1, 1, 1, 1])
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse("func.func @f() { return }")
+        op = module.body.operations[0].operation
+        err = l1_plan.too_big(op, e, find_device("npm_pro_x1"), [1, 1, 1, 1])
+    assert "the smallest its L1 budget reaches" in str(err)
+    assert "fix: target a device with a larger L1" in str(err)
 
 
 def _unary_chain(shape: list[int], elem: int, build) -> onnx.ModelProto:

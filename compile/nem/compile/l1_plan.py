@@ -27,7 +27,6 @@ top-level statements only: D-LOW-SHARE), so an op that fits alone fits.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -555,20 +554,84 @@ def fit(
     raise DoesNotFit(need, capacity, sizes)
 
 
-def too_big(op: ir.Operation, e: DoesNotFit, device: Device) -> Exception:
-    """The compile error of an op whose smallest tiles do not fit L1, naming
-    the ONNX node it came from (the importer's `NameLoc`) or its location."""
+def too_big(
+    op: ir.Operation,
+    e: DoesNotFit,
+    device: Device,
+    extents: Sequence[int],
+    parts: int = 1,
+    forced: Sequence[int] | None = None,
+    fitting: Sequence[int] | None = None,
+) -> Exception:
+    """The compile error of an op whose smallest tiles do not fit L1, led by
+    the ONNX node it came from (`m.onnx: node 3 'conv1' (Conv)`, the
+    importer's location) or its location.  `extents`: the loops the sizes
+    cut, those of one of the `parts` the op is split into over the engines
+    (D-COMPILE-ENGINES: the same sizes can fit a part and not the whole).
+    `forced`: the user's `--tile-sizes`, which are never shrunk: the
+    message says the sizes are theirs, and the fix offers `fitting`
+    (`smaller_fit`'s sizes, measured to fit) where there are some (session
+    49: an outside user's forced sizes were refused "even with tile sizes"
+    and a fix naming only a bigger device)."""
     from nem.compile.errors import CompileError
 
+    if forced is not None:
+        sizes = (
+            f"--tile-sizes {','.join(map(str, forced))} (tile sizes {e.sizes}: a loop with no "
+            "entry is whole)"
+        )
+        fix = (
+            f"fix: --tile-sizes {_option(fitting, extents)} fits this op (measured; the option "
+            "sizes every op, another may need smaller ones)"
+            if fitting is not None
+            else "fix: pass smaller --tile-sizes"
+        ) + ", or leave --tile-sizes out to let the compiler choose per op"
+    else:
+        sizes = f"tile sizes {e.sizes}, the smallest its L1 budget reaches"
+        fix = "fix: target a device with a larger L1, or split the node into smaller ones"
+    part = f" on each of its {parts} engine parts (loops {list(extents)})" if parts > 1 else ""
     return CompileError(
         "tile",
         (
-            f"{_where(op)} ({op.name}): error: not supported: its tiles need {e.need} bytes of L1 even "
-            f"with tile sizes {e.sizes}, and device '{device.name}' has l1_size_bytes = "
-            f"{e.capacity} [DEV-16]\nfix: target a device with a larger L1, or split the node "
-            "into smaller ones (decision D-COMPILE-L1)"
+            f"{_where(op)}: error: not supported: its tiles need {e.need} bytes of L1 with "
+            f"{sizes}{part}, and device '{device.name}' has l1_size_bytes = {e.capacity} "
+            f"[DEV-16]\n{fix} (decision D-COMPILE-L1)"
         ),
     )
+
+
+def smaller_fit(
+    budget: int,
+    capacity: int,
+    forced: Sequence[int],
+    sizes: Sequence[int],
+    own: Callable[[int], list[int]],
+    tile: Callable[[list[int]], Need],
+) -> list[int] | None:
+    """Tile sizes no larger than `sizes` (the user's `--tile-sizes`,
+    `forced`, padded with whole loops; they do not fit) that fit
+    `capacity`, or None: `fit` on the compiler's own sizes (`own`) capped
+    by them, first in the loops the user gave no entry for only (their
+    entries kept), then in all."""
+    given = len(forced)
+
+    def kept(b: int) -> list[int]:
+        return list(sizes[:given]) + [min(f, s) for f, s in zip(sizes[given:], own(b)[given:])]
+
+    for sizes_for in (kept, lambda b: [min(f, s) for f, s in zip(sizes, own(b))]):
+        try:
+            return fit(budget, capacity, sizes_for, tile)
+        except DoesNotFit:
+            continue
+    return None
+
+
+def _option(sizes: Sequence[int], extents: Sequence[int]) -> str:
+    """`sizes` as a --tile-sizes value: without the trailing whole loops."""
+    n = len(sizes)
+    while n > 1 and sizes[n - 1] >= extents[n - 1]:
+        n -= 1
+    return ",".join(str(s) for s in sizes[:n])
 
 
 def refuse_narrow_cut(
@@ -594,7 +657,7 @@ def refuse_narrow_cut(
     raise CompileError(
         "tile",
         (
-            f"{_where(op)} ({op.name}): error: not supported: its tiles cut reduction loop {d} "
+            f"{_where(op)}: error: not supported: its tiles cut reduction loop {d} "
             f"({extents[d]} iterations) into pieces of {sizes[d]} (tile sizes {list(sizes)}), "
             "and its result is f16 or bf16: each piece's partial sum would be rounded to it, "
             "where NEM's f16 matmul and conv2d sum the whole reduction and round once "
@@ -607,7 +670,9 @@ def refuse_narrow_cut(
 
 
 def _where(op: ir.Operation) -> str:
-    """The ONNX node `op` came from (the importer's `NameLoc`), or its location."""
-    loc = str(op.location)
-    m = re.match(r'loc\("([^"]*)"', loc)
-    return f"node '{m.group(1)}'" if m else loc
+    """The ONNX node `op` came from (`m.onnx: node 3 'conv1' (Conv)`, read
+    from the importer's location, D-COMPILE-LOC), or its location and name."""
+    from nem.frontends.onnx.locations import describe
+
+    node = describe(str(op.location))
+    return node if node is not None else f"{op.location} ({op.name})"

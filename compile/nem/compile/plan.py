@@ -28,6 +28,10 @@ class Plan:
     narrow: frozenset[int] = frozenset()
     """The reduction loops of an f16 or bf16 result, which no tile may cut
     (`engines.narrow_sums`, D-COMPILE-TILES)."""
+    own: Callable[[int], list[int]] | None = field(default=None, compare=False)
+    """Where `sizes` are the user's `--tile-sizes` (which `resize` keeps):
+    the compiler's own sizes for a budget, from which a refusal's fix takes
+    sizes that fit (`l1_plan.smaller_fit`)."""
 
     def part_extents(self, k: int) -> list[int]:
         if len(self.engines) == 1:

@@ -32,6 +32,7 @@ to every band of a function, hence the isolation.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from mlir import ir
@@ -180,7 +181,7 @@ def tile_module(
     checkpoint("affine loops", module)  # the stage bisector's steps (nem.compile.bisect)
 
     plan: list[tuple[list[int], list[int]]] = []
-    work: list[tuple[ir.Operation, Band, int]] = []
+    work: list[tuple[ir.Operation, Band, int, int]] = []  # nest, band, engine, parts
     turn, clock = 0, Clock.start(engines)
     preloaded = preloaded_memrefs(entry)
     per_mac = mac_bytes(device.units("DMA"), device.units("NMU"))
@@ -195,7 +196,7 @@ def tile_module(
             band, engines, preloaded, clock, turn % engines, per_mac, sizer(band, options, budget)
         )
         if split is None:
-            work.append((root, band, turn % engines))
+            work.append((root, band, turn % engines, 1))
             turn += 1
             continue
         nests = split_nest(root, band, split)
@@ -206,13 +207,13 @@ def tile_module(
         for part, k in nests:
             part_band = analyze_band(part)
             assert part_band is not None  # constant bounds, affine accesses
-            work.append((part, part_band, k))
+            work.append((part, part_band, k, len(nests)))
     checkpoint("engine split", module)
-    for done, (root, band, engine) in enumerate(work):
+    for done, (root, band, engine, parts) in enumerate(work):
         if progress is not None:
             progress("nests tiled", done, len(work))
         where = f"{root.location}, engine {engine}"
-        sizes, passes = _tile_nest(root, FAST_SPACE + engine, device, options)
+        sizes, passes = _tile_nest(root, FAST_SPACE + engine, device, options, parts)
         plan.append((band.extents, sizes))
         checkpoint(
             f"nest {done + 1}/{len(work)}",
@@ -224,12 +225,13 @@ def tile_module(
 
 
 def _tile_nest(
-    root: ir.Operation, space: int, device: Device, options: CompileOptions
+    root: ir.Operation, space: int, device: Device, options: CompileOptions, parts: int = 1
 ) -> tuple[list[int], str]:
-    """Tile the nest `root`, stage its tiles in fast memory space `space`
-    and pipeline them, with tile sizes whose measured L1 need fits the
-    device (D-COMPILE-L1: tiled again from a copy with a smaller budget
-    while it does not); returns the sizes and the passes run."""
+    """Tile the nest `root` (one of `parts` of a nest split over the
+    engines), stage its tiles in fast memory space `space` and pipeline
+    them, with tile sizes whose measured L1 need fits the device
+    (D-COMPILE-L1: tiled again from a copy with a smaller budget while it
+    does not); returns the sizes and the passes run."""
     from nem.compile import dma_strides, l1_plan
     from nem.compile.engines import narrow_sums
 
@@ -253,15 +255,19 @@ def _tile_nest(
                 iso.run(PIPELINE)
             return l1_plan.measure(iso.ops(), options.pipeline)
 
+        budget, capacity = l1_budget(device, options.pipeline), device.topology.l1_size_bytes
         try:
-            sizes = l1_plan.fit(
-                l1_budget(device, options.pipeline),
-                device.topology.l1_size_bytes,
-                lambda b: band_sizes(band, options, b),
-                tile,
-            )
+            sizes = l1_plan.fit(budget, capacity, lambda b: band_sizes(band, options, b), tile)
         except l1_plan.DoesNotFit as e:
-            raise l1_plan.too_big(spare, e, device) from None
+            forced, own = options.tile_sizes, replace(options, tile_sizes=None)
+            fitting = (
+                l1_plan.smaller_fit(
+                    budget, capacity, forced, e.sizes, lambda b: band_sizes(band, own, b), tile
+                )
+                if forced
+                else None
+            )
+            raise l1_plan.too_big(spare, e, device, band.extents, parts, forced, fitting) from None
         l1_plan.refuse_narrow_cut(spare, narrow_sums(band), band.extents, sizes, device)
         run = [_nest_passes(band, sizes, space), "(dma_strides.repair)"]
         return sizes, ",".join(run + [PIPELINE] * options.pipeline)

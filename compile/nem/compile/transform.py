@@ -180,6 +180,7 @@ def _plan_ops(
     uncut: dict[int, list[int]] = {}  # op -> its sizes before `channel_cut`
     steps = _epilogue_steps(fn, ops) if options.fuse else {}
     one_tile: dict[int, bool] = {}  # contraction -> every part one tile
+    chooses = replace(options, tile_sizes=None)  # the compiler's own sizes (`Plan.own`)
 
     def plan_of(op: ir.Operation, key: str) -> Plan | None:
         nonlocal turn, clock
@@ -267,11 +268,17 @@ def _plan_ops(
             return tiling.band_sizes(band, options, max(int(b * share), 1), parts, dmas)
 
         narrow = narrow_sums(band)
+        free = (
+            (lambda b: tiling.band_sizes(band, chooses, max(int(b * share), 1), parts, dmas))
+            if options.tile_sizes
+            else None
+        )
         if pin is not None:
-            return Plan(band.extents, sizes, [pin], resize=resize, narrow=narrow)
+            return Plan(band.extents, sizes, [pin], resize=resize, narrow=narrow, own=free)
         if split is None:
             turn += 1
-            return Plan(band.extents, sizes, [(turn - 1) % engines], resize=resize, narrow=narrow)
+            engine = [(turn - 1) % engines]
+            return Plan(band.extents, sizes, engine, resize=resize, narrow=narrow, own=free)
         return Plan(
             band.extents,
             sizes,
@@ -281,6 +288,7 @@ def _plan_ops(
             split.partials is not None,
             resize,
             narrow,
+            free,
         )
 
     earlier, n = reuse if reuse is not None and reuse[0].preloaded == unwritten else (None, 0)
@@ -649,13 +657,20 @@ def _tile_op(
             )
             return known[0]
 
-        budget = tiling.l1_budget(device, options.pipeline)
+        budget, capacity = tiling.l1_budget(device, options.pipeline), device.topology.l1_size_bytes
         assert plan.resize is not None
         try:
-            sizes = l1_plan.fit(budget, device.topology.l1_size_bytes, plan.resize, tile)
+            sizes = l1_plan.fit(budget, capacity, plan.resize, tile)
             l1_plan.refuse_narrow_cut(pristine, plan.narrow, plan.extents, sizes, device)
         except l1_plan.DoesNotFit as e:
-            raise l1_plan.too_big(pristine, e, device) from None
+            own, forced = plan.own, options.tile_sizes
+            fitting = (
+                l1_plan.smaller_fit(budget, capacity, forced, e.sizes, own, tile)
+                if own and forced
+                else None
+            )
+            parts, extents = len(plan.engines), plan.part_extents(0)
+            raise l1_plan.too_big(pristine, e, device, extents, parts, forced, fitting) from None
         finally:
             pristine.erase()
     return applied[0], zeroed[0]
