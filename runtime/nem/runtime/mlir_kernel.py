@@ -118,6 +118,7 @@ from nem.runtime.mlir_kernel_loops import (
     unsupported,
 )
 from nem.runtime.mlir_kernel_scalar import OPNAME, ScalarKernelFunctions, outside_error, rounder
+from nem.runtime.mlir_kernel_views import ViewKernelFunctions
 from nem.runtime.numerics import KernelError, NotSupported, NumericError
 
 if TYPE_CHECKING:
@@ -148,6 +149,7 @@ class NumpyShapedArray(ShapedArray[float]):
         # than the array's dtype (i4 unpacked to int8, D-RT-I4).
         super().__init__(None, list(array.shape))  # type: ignore[arg-type]
         self.array = array
+        self.bits = bits
         self._is_float = array.dtype.kind == "f" or array.dtype == ml_dtypes.bfloat16
         if not self._is_float:
             info = np.iinfo(array.dtype)
@@ -173,6 +175,11 @@ class NumpyShapedArray(ShapedArray[float]):
 
     def copy(self) -> Self:
         return type(self)(self.array.copy())
+
+    def sharing(self, view: np.ndarray, bits: int | None = None) -> Self:
+        """A memref view of this one (`mlir_kernel_views`): `view`, a numpy
+        view of this array's storage, of this element width unless `bits`."""
+        return type(self)(view, self.bits if bits is None else bits)
 
 
 def _rounders(ops: Iterable[Operation]) -> dict[Operation, list[Rounding]]:
@@ -239,6 +246,7 @@ def _with_implementations(interp: _InterpreterT) -> _InterpreterT:
         ScfKernelFunctions(),
         ScalarKernelFunctions(),
         LinalgKernelFunctions(),
+        ViewKernelFunctions(),
     ):
         interp.register_implementations(kernel_ft, override=True)
     return interp

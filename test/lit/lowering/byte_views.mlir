@@ -25,6 +25,9 @@
 // NEST-NEXT: %c0 = arith.constant
 // NEST-NEXT: affine.for
 // NEST-NEXT: memref.view %a
+// The nest is one escape-hatch kernel, the view in it, on the whole of a (D-LOW-ESCAPE):
+// RUN: nem-opt %s -p 'lower-to-nem{device=npm_pro_x1 entry=nest}' -t nem | filecheck %s --check-prefix=NESTLOW
+// NESTLOW: compute1 = compute.async in region(x, 0, 96) elem=f32, shape=[4, 6], layout=MN out region(a, 0, 96) elem=i8, shape=[96], layout=C op="mlir.kernel" kernel={{.*}}memref.view{{.*}}(memref<96xi8>, index) -> memref<4x6xf32>
 //
 // lower-to-nem: row i of x through the 24 bytes at the allocation's start, then to y;
 // with pipeline-tiles, slot 1 starts at byte 26, no multiple of f32's 4 bytes.

@@ -431,6 +431,9 @@ def log_accessed_boxes(ctx: LoweringContext, top: Operation, accessed: dict[SSAV
     written."""
     boxes: dict[SSAValue, tuple[Aff, list[int]] | None] = {}
     for mem, (firsts, extents) in accessed.items():
+        if mem not in ctx.views:  # a view the nest makes itself (the kernel runs it):
+            boxes[ctx.view(_viewed(mem, top), top).buffer] = None  # the whole region
+            continue
         vw = ctx.view(mem, top)
         start = vw.base
         for a, s in zip(firsts, vw.strides):
@@ -446,6 +449,20 @@ def log_accessed_boxes(ctx: LoweringContext, top: Operation, accessed: dict[SSAV
                 scope.log[i] = RegionAccess(
                     acc_r.view, found[0], tuple(found[1]), acc_r.view.strides, top
                 )
+
+
+def _viewed(mem: SSAValue, top: Operation) -> SSAValue:
+    """The memref from outside the nest `top` that `mem`, a view made in
+    it (a subview, a byte view, a cast), is a view of: its source's source,
+    up to the first one defined outside; `mem` when it is not such a view
+    (`ctx.view` then names what is wrong)."""
+    v = mem
+    while isinstance(owner := v.owner, Operation) and top.is_ancestor(owner):
+        sources = [x for x in owner.operands if isinstance(x.type, MemRefType)]
+        if not sources:
+            return mem
+        v = sources[0]
+    return v
 
 
 def loaded_by_kernels(op: Operation) -> bool:

@@ -1,0 +1,36 @@
+// Pure loop nests (escape-hatch kernels) that make views of memrefs from
+// outside them: a row subview that depends on the outer loop, and a byte
+// view of an i8 argument (test_lowering_nest_views.py).
+func.func @rows(%x: memref<4x6xf32>, %y: memref<4x6xf32>) {
+  affine.for %i = 0 to 4 {
+    %v = memref.subview %y[%i, 0] [1, 6] [1, 1] : memref<4x6xf32> to memref<1x6xf32, strided<[6, 1], offset: ?>>
+    affine.for %j = 0 to 6 {
+      %e = affine.load %x[%i, %j] : memref<4x6xf32>
+      %d = arith.addf %e, %e : f32
+      affine.store %d, %v[0, %j] : memref<1x6xf32, strided<[6, 1], offset: ?>>
+    }
+  }
+  return
+}
+func.func @bytes(%x: memref<4x6xf32>, %y: memref<96xi8>) {
+  %c0 = arith.constant 0 : index
+  affine.for %i = 0 to 4 {
+    %v = memref.view %y[%c0][] : memref<96xi8> to memref<4x6xf32>
+    affine.for %j = 0 to 6 {
+      %e = affine.load %x[%i, %j] : memref<4x6xf32>
+      %d = arith.mulf %e, %e : f32
+      affine.store %d, %v[%i, %j] : memref<4x6xf32>
+    }
+  }
+  return
+}
+func.func @past_the_end(%x: memref<4x6xf32>, %y: memref<4x6xf32>) {
+  affine.for %i = 0 to 4 {
+    %v = memref.subview %y[%i, 2] [1, 6] [1, 1] : memref<4x6xf32> to memref<1x6xf32, strided<[6, 1], offset: ?>>
+    affine.for %j = 0 to 6 {
+      %e = affine.load %x[%i, %j] : memref<4x6xf32>
+      affine.store %e, %v[0, %j] : memref<1x6xf32, strided<[6, 1], offset: ?>>
+    }
+  }
+  return
+}

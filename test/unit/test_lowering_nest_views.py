@@ -1,0 +1,63 @@
+"""A pure loop nest (one escape-hatch kernel, D-LOW-ESCAPE) that makes a
+view of a memref from outside it: the kernel runs the view as MLIR wrote
+it, on the whole region of the memref viewed.  Session 49: such a nest was
+refused ("memref operand does not come from a function argument,
+memref.alloc or memref.subview"), by D-LOW-PEEL's log of the boxes the
+kernel touches, which looked the view up among the conversion's own."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mlir.ir")
+
+from raise_runs import INPUTS, lower_and_run, tool  # noqa: E402
+
+NEST_VIEWS = INPUTS / "nest_views.mlir"
+
+
+def test_a_row_subview_made_in_the_nest(tmp_path):
+    x = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    out = lower_and_run(
+        NEST_VIEWS,
+        tmp_path,
+        {"x": x, "y": np.zeros((4, 6), np.float32)},
+        ["y"],
+        "mlir.kernel",
+        entry="rows",
+    )
+    np.testing.assert_array_equal(out["y"], x + x)
+
+
+def test_a_byte_view_made_in_the_nest(tmp_path):
+    x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    out = lower_and_run(
+        NEST_VIEWS,
+        tmp_path,
+        {"x": x, "y": np.zeros(96, np.int8)},
+        ["y"],
+        "mlir.kernel",
+        entry="bytes",
+    )
+    np.testing.assert_array_equal(out["y"].view(np.float32).reshape(4, 6), x * x)
+
+
+def test_a_subview_past_the_end_is_an_error_not_a_clipped_view(tmp_path):
+    """numpy would clip the slice to the array; MLIR leaves such a subview
+    undefined: the kernel interpreter names it (HAZ-04)."""
+    nem = tmp_path / "p.nem"
+    args = ["-p", "lower-to-nem{device=npm_pro_x1 entry=past_the_end}", "-t", "nem", "-o"]
+    r = subprocess.run([tool("nem-opt"), str(NEST_VIEWS), *args, str(nem)], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    x = tmp_path / "x.npy"
+    np.save(x, np.ones((4, 6), np.float32))
+    r = subprocess.run(
+        [tool("nem-run"), str(nem), "--input", f"x={x}"], capture_output=True, text=True
+    )
+    assert r.returncode != 0
+    assert "memref.subview offsets [0, 2], sizes [1, 6], strides [1, 1] leave the memref" in (
+        r.stdout + r.stderr
+    )
