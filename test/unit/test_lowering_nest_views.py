@@ -61,3 +61,44 @@ def test_a_subview_past_the_end_is_an_error_not_a_clipped_view(tmp_path):
     assert "memref.subview offsets [0, 2], sizes [1, 6], strides [1, 1] leave the memref" in (
         r.stdout + r.stderr
     )
+
+
+def test_a_memref_read_through_views_only_is_an_input(tmp_path):
+    """Two nests reading x through row subviews they make: x is each
+    kernel's input only, so the two are independent (x was an output of
+    both, and the second waited for the first; an outside user, session
+    49)."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    zeros = np.zeros((8, 16), np.float32)
+    out = lower_and_run(
+        NEST_VIEWS,
+        tmp_path,
+        {"x": x, "y": zeros, "z": zeros},
+        ["y", "z"],
+        "mlir.kernel",
+        entry="two_readers",
+    )
+    np.testing.assert_array_equal(out["y"], x + np.float32(2))
+    np.testing.assert_array_equal(out["z"], x * np.float32(2))
+    text = (tmp_path / "prog.nem").read_text()
+    computes = [ln for ln in text.splitlines() if "compute.async" in ln]
+    assert len(computes) == 2
+    assert all(" out region(x," not in ln and "deps=" not in ln for ln in computes), computes
+
+
+def test_the_native_backend_leaves_views_to_the_interpreter():
+    """The native kernels check each access against the memref it goes
+    through, a view's shape, not the view against its source: a kernel
+    with a view runs in the interpreter, which checks it (a byte view past
+    the end read and wrote outside its buffer natively; session 49)."""
+    from nem.runtime.mlir_kernel import CompiledKernel
+    from nem.runtime.mlir_native_prep import unsupported
+
+    kernel = (
+        "func.func @kernel(%y: memref<96xi8>) {\n  %c0 = arith.constant 0 : index\n"
+        "  %v = memref.view %y[%c0][] : memref<96xi8> to memref<4x6xf32>\n  return\n}"
+    )
+    assert unsupported(CompiledKernel(kernel).fn) == (
+        "memref.view (a view is checked against its source by the interpreter only)"
+    )

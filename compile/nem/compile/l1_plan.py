@@ -27,8 +27,9 @@ top-level statements only: D-LOW-SHARE), so an op that fits alone fits.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from mlir import ir
@@ -565,37 +566,40 @@ def too_big(
 ) -> Exception:
     """The compile error of an op whose smallest tiles do not fit L1, led by
     the ONNX node it came from (`m.onnx: node 3 'conv1' (Conv)`, the
-    importer's location) or its location.  `extents`: the loops the sizes
-    cut, those of one of the `parts` the op is split into over the engines
-    (D-COMPILE-ENGINES: the same sizes can fit a part and not the whole).
-    `forced`: the user's `--tile-sizes`, which are never shrunk: the
-    message says the sizes are theirs, and the fix offers `fitting`
-    (`smaller_fit`'s sizes, measured to fit) where there are some (session
-    49: an outside user's forced sizes were refused "even with tile sizes"
-    and a fix naming only a bigger device)."""
+    importer's location) or its location, naming the op and its loops: a
+    node lowers to several loop nests (a convolution's, its bias fill's),
+    which one `--tile-sizes` list sizes alike.  `extents`: the loops the
+    sizes cut, those of one of the `parts` the op is split into over the
+    engines (D-COMPILE-ENGINES: the same sizes can fit a part and not the
+    whole).  `forced`: the user's `--tile-sizes`, which are never shrunk:
+    the message says the sizes are theirs, and the fix offers `fitting`
+    (`smaller_fit`'s sizes, measured to fit this op alone) with the user's
+    entries past this op's loops kept (session 49: an outside user's forced
+    sizes were refused "even with tile sizes" with a fix naming only a
+    bigger device)."""
     from nem.compile.errors import CompileError
 
+    tiles = [min(s, x) for s, x in zip(e.sizes, extents)]
     if forced is not None:
-        sizes = (
-            f"--tile-sizes {','.join(map(str, forced))} (tile sizes {e.sizes}: a loop with no "
-            "entry is whole)"
-        )
+        whole = ": a loop with no entry is whole" if len(forced) < len(tiles) else ""
+        sizes = f"--tile-sizes {_listed(forced)} (tiles {tiles}{whole})"
         fix = (
-            f"fix: --tile-sizes {_option(fitting, extents)} fits this op (measured; the option "
-            "sizes every op, another may need smaller ones)"
+            f"fix: --tile-sizes {_option(forced, fitting, extents)} fits this op alone "
+            "(measured; the option sizes every op's loops, so another may need smaller ones)"
             if fitting is not None
             else "fix: pass smaller --tile-sizes"
         ) + ", or leave --tile-sizes out to let the compiler choose per op"
     else:
-        sizes = f"tile sizes {e.sizes}, the smallest its L1 budget reaches"
+        sizes = f"tiles {tiles}, the smallest its L1 budget reaches"
         fix = "fix: target a device with a larger L1, or split the node into smaller ones"
-    part = f" on each of its {parts} engine parts (loops {list(extents)})" if parts > 1 else ""
+    part = f" on each of the {parts} parts it is split into over the engines" if parts > 1 else ""
+    nest = "loop nest" if op.name == "affine.for" else op.name  # (the affine route's)
     return CompileError(
         "tile",
         (
-            f"{_where(op)}: error: not supported: its tiles need {e.need} bytes of L1 with "
-            f"{sizes}{part}, and device '{device.name}' has l1_size_bytes = {e.capacity} "
-            f"[DEV-16]\n{fix} (decision D-COMPILE-L1)"
+            f"{_where(op)}: error: not supported: its {nest} over loops {list(extents)}"
+            f"{part} needs {e.need} bytes of L1 with {sizes}, and device '{device.name}' has "
+            f"l1_size_bytes = {e.capacity} [DEV-16]\n{fix} (decision D-COMPILE-L1)"
         ),
     )
 
@@ -607,31 +611,44 @@ def smaller_fit(
     sizes: Sequence[int],
     own: Callable[[int], list[int]],
     tile: Callable[[list[int]], Need],
+    narrow: Collection[int] = frozenset(),
+    extents: Sequence[int] = (),
 ) -> list[int] | None:
     """Tile sizes no larger than `sizes` (the user's `--tile-sizes`,
     `forced`, padded with whole loops; they do not fit) that fit
     `capacity`, or None: `fit` on the compiler's own sizes (`own`) capped
     by them, first in the loops the user gave no entry for only (their
-    entries kept), then in all."""
+    entries kept), then in all; the loops `narrow` (the reduction of an f16
+    or bf16 result, which no tile may cut: `refuse_narrow_cut`) whole, at
+    their `extents`."""
     given = len(forced)
+    whole = {d: max(sizes[d], extents[d]) for d in narrow}
 
-    def kept(b: int) -> list[int]:
-        return list(sizes[:given]) + [min(f, s) for f, s in zip(sizes[given:], own(b)[given:])]
+    def capped(b: int, start: int) -> list[int]:
+        mine = own(b)
+        return [whole.get(d, s if d < start else min(s, mine[d])) for d, s in enumerate(sizes)]
 
-    for sizes_for in (kept, lambda b: [min(f, s) for f, s in zip(sizes, own(b))]):
+    for start in (given, 0):
         try:
-            return fit(budget, capacity, sizes_for, tile)
+            return fit(budget, capacity, partial(capped, start=start), tile)
         except DoesNotFit:
             continue
     return None
 
 
-def _option(sizes: Sequence[int], extents: Sequence[int]) -> str:
-    """`sizes` as a --tile-sizes value: without the trailing whole loops."""
+def _listed(sizes: Sequence[int]) -> str:
+    return ",".join(map(str, sizes))
+
+
+def _option(forced: Sequence[int], sizes: Sequence[int], extents: Sequence[int]) -> str:
+    """`sizes` as a --tile-sizes value: the user's own entries (`forced`)
+    where the fit kept them (clamped to the loop: as written) and past the
+    op's loops, trailing whole loops the user gave no entry for left out."""
     n = len(sizes)
-    while n > 1 and sizes[n - 1] >= extents[n - 1]:
+    while n > max(len(forced), 1) and sizes[n - 1] >= extents[n - 1]:
         n -= 1
-    return ",".join(str(s) for s in sizes[:n])
+    kept = [f if s >= min(f, x) else s for f, s, x in zip(forced, sizes, extents)]
+    return _listed([*kept, *sizes[len(kept) : n], *forced[n:]])
 
 
 def refuse_narrow_cut(

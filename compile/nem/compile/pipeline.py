@@ -319,6 +319,15 @@ class Driver:
             try:
                 return self.timed("lower", run), remarks
             except OverCapacity as e:
+                if self.options.tile_sizes:  # the user's sizes: tiling again shrinks none
+                    sizes = ",".join(map(str, self.options.tile_sizes))
+                    raise CompileError(
+                        "lower",
+                        f"{file}: error: not supported: with --tile-sizes {sizes} each op's "
+                        "tiles fit L1 alone, but the lowered program's do not once packed "
+                        f"(D-LOW-SHARE) [DEV-16]:\n{e}\nfix: pass smaller --tile-sizes, or "
+                        "leave them out to let the compiler choose (decision D-COMPILE-L1)",
+                    ) from None
                 if attempt == MAX_RETILES or self._bufferized is None:
                     raise CompileError(
                         "lower",

@@ -262,7 +262,14 @@ def _tile_nest(
             forced, own = options.tile_sizes, replace(options, tile_sizes=None)
             fitting = (
                 l1_plan.smaller_fit(
-                    budget, capacity, forced, e.sizes, lambda b: band_sizes(band, own, b), tile
+                    budget,
+                    capacity,
+                    forced,
+                    e.sizes,
+                    lambda b: band_sizes(band, own, b),
+                    tile,
+                    narrow_sums(band),
+                    band.extents,
                 )
                 if forced
                 else None

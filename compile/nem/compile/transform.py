@@ -664,12 +664,14 @@ def _tile_op(
             l1_plan.refuse_narrow_cut(pristine, plan.narrow, plan.extents, sizes, device)
         except l1_plan.DoesNotFit as e:
             own, forced = plan.own, options.tile_sizes
+            parts, extents = len(plan.engines), plan.part_extents(0)
             fitting = (
-                l1_plan.smaller_fit(budget, capacity, forced, e.sizes, own, tile)
+                l1_plan.smaller_fit(
+                    budget, capacity, forced, e.sizes, own, tile, plan.narrow, extents
+                )
                 if own and forced
                 else None
             )
-            parts, extents = len(plan.engines), plan.part_extents(0)
             raise l1_plan.too_big(pristine, e, device, extents, parts, forced, fitting) from None
         finally:
             pristine.erase()

@@ -19,7 +19,7 @@ with xDSL's interpreter, with one semantics (D-RT-MLIR-KERNEL, D-RT-MLIR-JIT;
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from io import StringIO
 from typing import Any
 
@@ -134,8 +134,13 @@ def kernel_operands(
     consts: dict[SSAValue, None] = {}
     inside = set(body) | set(sunk)
     for o in [*sunk, *body]:
+        view = _is_view(o)  # its source is read or written where the view is
         linalg_ins = len(linalg_operands(o)[0]) if o.name.startswith("linalg.") else 0
         for i, v in enumerate(o.operands):
+            if view and i == 0:
+                continue
+            if isinstance(v.type, MemRefType):
+                v = _viewed(v, inside)
             owner = v.owner
             if isinstance(owner, Operation) and owner in inside:
                 continue
@@ -432,7 +437,8 @@ def log_accessed_boxes(ctx: LoweringContext, top: Operation, accessed: dict[SSAV
     boxes: dict[SSAValue, tuple[Aff, list[int]] | None] = {}
     for mem, (firsts, extents) in accessed.items():
         if mem not in ctx.views:  # a view the nest makes itself (the kernel runs it):
-            boxes[ctx.view(_viewed(mem, top), top).buffer] = None  # the whole region
+            source = _viewed(mem, set(top.walk()))
+            boxes[ctx.view(source, top).buffer] = None  # the whole region
             continue
         vw = ctx.view(mem, top)
         start = vw.base
@@ -451,18 +457,27 @@ def log_accessed_boxes(ctx: LoweringContext, top: Operation, accessed: dict[SSAV
                 )
 
 
-def _viewed(mem: SSAValue, top: Operation) -> SSAValue:
-    """The memref from outside the nest `top` that `mem`, a view made in
-    it (a subview, a byte view, a cast), is a view of: its source's source,
-    up to the first one defined outside; `mem` when it is not such a view
-    (`ctx.view` then names what is wrong)."""
-    v = mem
-    while isinstance(owner := v.owner, Operation) and top.is_ancestor(owner):
-        sources = [x for x in owner.operands if isinstance(x.type, MemRefType)]
-        if not sources:
-            return mem
-        v = sources[0]
-    return v
+def _is_view(op: Operation) -> bool:
+    """A memref view (`memref.subview`, `view`, `cast`, `reinterpret_cast`,
+    `expand_shape`, `collapse_shape`): a memref result of a memref source,
+    its first operand."""
+    return (
+        op.dialect_name() == "memref"
+        and len(op.results) == 1
+        and isinstance(op.results[0].type, MemRefType)
+        and bool(op.operands)
+        and isinstance(op.operands[0].type, MemRefType)
+    )
+
+
+def _viewed(mem: SSAValue, inside: Container[Operation]) -> SSAValue:
+    """The memref that `mem` is a view of when views made by the kernel's
+    ops `inside` make it (the first source defined outside them), else
+    `mem`: a kernel that makes a view reads or writes that memref, whole
+    (D-LOW-ESCAPE)."""
+    while isinstance(owner := mem.owner, Operation) and owner in inside and _is_view(owner):
+        mem = owner.operands[0]
+    return mem
 
 
 def loaded_by_kernels(op: Operation) -> bool:

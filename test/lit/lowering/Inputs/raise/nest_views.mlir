@@ -34,3 +34,23 @@ func.func @past_the_end(%x: memref<4x6xf32>, %y: memref<4x6xf32>) {
   }
   return
 }
+func.func @two_readers(%x: memref<8x16xf32>, %y: memref<8x16xf32>, %z: memref<8x16xf32>) {
+  %two = arith.constant 2.0 : f32
+  affine.for %i = 0 to 8 {
+    %xr = memref.subview %x[%i, 0] [1, 16] [1, 1] : memref<8x16xf32> to memref<1x16xf32, strided<[16, 1], offset: ?>>
+    affine.for %j = 0 to 16 {
+      %v = affine.load %xr[0, %j] : memref<1x16xf32, strided<[16, 1], offset: ?>>
+      %w = arith.addf %v, %two : f32
+      affine.store %w, %y[%i, %j] : memref<8x16xf32>
+    }
+  }
+  affine.for %i = 0 to 8 {
+    %xr = memref.subview %x[%i, 0] [1, 16] [1, 1] : memref<8x16xf32> to memref<1x16xf32, strided<[16, 1], offset: ?>>
+    affine.for %j = 0 to 16 {
+      %v = affine.load %xr[0, %j] : memref<1x16xf32, strided<[16, 1], offset: ?>>
+      %w = arith.mulf %v, %two : f32
+      affine.store %w, %z[%i, %j] : memref<8x16xf32>
+    }
+  }
+  return
+}
