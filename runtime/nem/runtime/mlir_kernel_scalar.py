@@ -97,9 +97,18 @@ def undefined_error(what: str) -> NumericError:
     return NumericError(f"{OPNAME}: {what} (undefined in MLIR: the kernel has no defined result)")
 
 
+OUTSIDE_FIX = (
+    "the kernel's indices leave the memref, whatever the data: check the indices, "
+    "offsets and sizes of its loads, stores and views against the memref's shape "
+    "(and the loop bounds around them)"
+)
+"""The advice for an escape-hatch kernel's access outside a memref (HAZ-04)."""
+
+
 def outside_error(index: Iterable[int], shape: Iterable[int]) -> NumericError:
     return NumericError(
-        f"{OPNAME}: access at {list(index)} is outside the memref of shape {list(shape)} (HAZ-04)"
+        f"{OPNAME}: access at {list(index)} is outside the memref of shape {list(shape)} (HAZ-04)",
+        OUTSIDE_FIX,
     )
 
 

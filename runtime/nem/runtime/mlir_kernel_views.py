@@ -25,7 +25,7 @@ from xdsl.interpreter import (
 )
 
 from nem.dialect.elements import ELEM_TYPES, elem_of_xdsl
-from nem.runtime.mlir_kernel_scalar import OPNAME
+from nem.runtime.mlir_kernel_scalar import OPNAME, OUTSIDE_FIX
 from nem.runtime.numerics import NotSupported, NumericError
 
 
@@ -65,7 +65,8 @@ class ViewKernelFunctions(InterpreterFunctions):
             if off < 0 or size < 0 or step < 1 or (size and not 0 <= last < dim):
                 raise NumericError(
                     f"{OPNAME}: memref.subview offsets {offsets}, sizes {sizes}, strides "
-                    f"{strides} leave the memref of shape {list(src.array.shape)} (HAZ-04)"
+                    f"{strides} leave the memref of shape {list(src.array.shape)} (HAZ-04)",
+                    OUTSIDE_FIX,
                 )
             box.append(slice(off, off + size * step, step))
         view = src.array[tuple(box)]
@@ -97,7 +98,8 @@ class ViewKernelFunctions(InterpreterFunctions):
         if shift < 0 or end > raw.size:
             raise NumericError(
                 f"{OPNAME}: memref.view of {int(np.prod(shape)) * dtype.itemsize} bytes at "
-                f"byte {shift} leaves the memref of {raw.size} bytes (HAZ-04)"
+                f"byte {shift} leaves the memref of {raw.size} bytes (HAZ-04)",
+                OUTSIDE_FIX,
             )
         view = _shaped(raw[shift:end].view(dtype), shape, "memref.view")
         return (src.sharing(view, ELEM_TYPES[elem].bits),)
@@ -111,6 +113,7 @@ class ViewKernelFunctions(InterpreterFunctions):
         assert isinstance(shape, MemRefType)
         if any(a != b for a, b in zip(shape.get_shape(), src.array.shape) if a != DYNAMIC_INDEX):
             raise NumericError(
-                f"{OPNAME}: memref.cast to {shape} of a memref of shape {list(src.array.shape)}"
+                f"{OPNAME}: memref.cast to {shape} of a memref of shape {list(src.array.shape)}",
+                OUTSIDE_FIX,
             )
         return (src,)

@@ -40,7 +40,13 @@ class UserKernelError(KernelError):
 
 class NumericError(KernelError):
     """A data-dependent failure: integer division by zero, i32 accumulator overflow,
-    NaN quantized, gather index out of range (D-NUM-UNSUPPORTED)."""
+    NaN quantized, gather index out of range (D-NUM-UNSUPPORTED).  `fix`, when
+    given, replaces the engine's advice to check the data (an escape-hatch
+    kernel's access outside a memref is its indices' fault: `outside_error`)."""
+
+    def __init__(self, message: str, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 def is_int(elem: str) -> bool:

@@ -235,7 +235,8 @@ def prepare_compute(
         except NotSupported as e:
             raise RunError(f"not supported: {e}", "EXEC-03", t.op, fix=e.fix or refused) from None
         except NumericError as e:
-            raise RunError(f"no defined result: {e}", "EXEC-03", t.op, fix=_NUMERIC_FIX) from None
+            fix = e.fix or _NUMERIC_FIX
+            raise RunError(f"no defined result: {e}", "EXEC-03", t.op, fix=fix) from None
         except UserKernelError as e:
             raise RunError(str(e), "EXEC-03", t.op, fix=_KERNEL_RESULT_FIX) from None
         if len(results) != len(outs):
