@@ -65,28 +65,38 @@ def test_a_subview_past_the_end_is_an_error_not_a_clipped_view(tmp_path):
     assert "fix: the kernel's indices leave the memref, whatever the data" in r.stdout + r.stderr
 
 
+def _x_to_y_and_z(tmp_path, entry: str, shape: tuple[int, int]) -> tuple[np.ndarray, dict]:
+    """Function `entry` of NEST_VIEWS lowered and run on a random x, y and z
+    zero: x and the outputs y and z."""
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    zeros = np.zeros(shape, np.float32)
+    inputs = {"x": x, "y": zeros, "z": zeros}
+    return x, lower_and_run(NEST_VIEWS, tmp_path, inputs, ["y", "z"], "mlir.kernel", entry=entry)
+
+
 def test_a_memref_read_through_views_only_is_an_input(tmp_path):
     """Two nests reading x through row subviews they make: x is each
     kernel's input only, so the two are independent (x was an output of
     both, and the second waited for the first; an outside user, session
     49)."""
-    rng = np.random.default_rng(2)
-    x = rng.standard_normal((8, 16)).astype(np.float32)
-    zeros = np.zeros((8, 16), np.float32)
-    out = lower_and_run(
-        NEST_VIEWS,
-        tmp_path,
-        {"x": x, "y": zeros, "z": zeros},
-        ["y", "z"],
-        "mlir.kernel",
-        entry="two_readers",
-    )
+    x, out = _x_to_y_and_z(tmp_path, "two_readers", (8, 16))
     np.testing.assert_array_equal(out["y"], x + np.float32(2))
     np.testing.assert_array_equal(out["z"], x * np.float32(2))
     text = (tmp_path / "prog.nem").read_text()
     computes = [ln for ln in text.splitlines() if "compute.async" in ln]
     assert len(computes) == 2
     assert all(" out region(x," not in ln and "deps=" not in ln for ln in computes), computes
+
+
+def test_a_view_no_access_uses_keeps_its_source_an_argument(tmp_path):
+    """The kernel runs the nest as written, its unused view too: the memref
+    viewed is one of its arguments (an input), else the kernel text names
+    a value it does not define and the task cannot run (session 49)."""
+    x, out = _x_to_y_and_z(tmp_path, "dead_view", (4, 6))
+    np.testing.assert_array_equal(out["y"], x)
+    np.testing.assert_array_equal(out["z"], np.zeros_like(x))
+    text = (tmp_path / "prog.nem").read_text()
+    assert "in region(z, 0, 96) elem=f32, shape=[4, 6], layout=MN, region(x, 0, 96)" in text
 
 
 def test_the_native_backend_leaves_views_to_the_interpreter():

@@ -36,6 +36,7 @@ from nem.passes.lowering.context import Fallback, LoweringContext
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.emit import expr
 from nem.passes.lowering.loop_ranges import Box, accessed_boxes
+from nem.passes.lowering.memref_roots import MEMREF_VIEWS
 from nem.passes.lowering.partial_tiles import RegionAccess
 from nem.passes.lowering.staging import drop_unused_scratch, full_region, name_task
 from nem.passes.lowering.state import BlockState, Lowering
@@ -134,11 +135,11 @@ def kernel_operands(
     consts: dict[SSAValue, None] = {}
     inside = set(body) | set(sunk)
     for o in [*sunk, *body]:
-        view = _is_view(o)  # its source is read or written where the view is
+        # a view's source is read or written where the view is; the view
+        # itself reads it (the kernel takes it: a view no access uses too)
+        view = isinstance(o, MEMREF_VIEWS)
         linalg_ins = len(linalg_operands(o)[0]) if o.name.startswith("linalg.") else 0
         for i, v in enumerate(o.operands):
-            if view and i == 0:
-                continue
             if isinstance(v.type, MemRefType):
                 v = _viewed(v, inside)
             owner = v.owner
@@ -149,7 +150,7 @@ def kernel_operands(
             if isinstance(v.type, MemRefType):
                 if isinstance(o, affine.StoreOp | memref.StoreOp):
                     writes[v] = None
-                elif isinstance(o, affine.LoadOp | memref.LoadOp):
+                elif isinstance(o, affine.LoadOp | memref.LoadOp) or (view and i == 0):
                     reads[v] = None
                 elif o.name.startswith("linalg."):
                     (reads if i < linalg_ins else writes)[v] = None
@@ -457,25 +458,12 @@ def log_accessed_boxes(ctx: LoweringContext, top: Operation, accessed: dict[SSAV
                 )
 
 
-def _is_view(op: Operation) -> bool:
-    """A memref view (`memref.subview`, `view`, `cast`, `reinterpret_cast`,
-    `expand_shape`, `collapse_shape`): a memref result of a memref source,
-    its first operand."""
-    return (
-        op.dialect_name() == "memref"
-        and len(op.results) == 1
-        and isinstance(op.results[0].type, MemRefType)
-        and bool(op.operands)
-        and isinstance(op.operands[0].type, MemRefType)
-    )
-
-
 def _viewed(mem: SSAValue, inside: Container[Operation]) -> SSAValue:
     """The memref that `mem` is a view of when views made by the kernel's
     ops `inside` make it (the first source defined outside them), else
     `mem`: a kernel that makes a view reads or writes that memref, whole
     (D-LOW-ESCAPE)."""
-    while isinstance(owner := mem.owner, Operation) and owner in inside and _is_view(owner):
+    while isinstance(owner := mem.owner, MEMREF_VIEWS) and owner in inside:
         mem = owner.operands[0]
     return mem
 

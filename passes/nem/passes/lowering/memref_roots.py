@@ -45,6 +45,17 @@ from nem.frontends.upstream_dialects.dma import (
     AffineDmaWaitOp,
 )
 
+MEMREF_VIEWS = (
+    memref.SubviewOp,
+    memref.ViewOp,
+    memref.CollapseShapeOp,
+    memref.ExpandShapeOp,
+    memref.ReinterpretCastOp,
+    memref.CastOp,
+)
+"""The memref ops whose result is a view of their first operand's buffer
+(`MemrefRoots` follows them; an escape-hatch kernel takes what they view)."""
+
 
 @dataclass(frozen=True)
 class MemrefFact:

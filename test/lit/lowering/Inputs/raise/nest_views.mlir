@@ -54,3 +54,13 @@ func.func @two_readers(%x: memref<8x16xf32>, %y: memref<8x16xf32>, %z: memref<8x
   }
   return
 }
+func.func @dead_view(%x: memref<4x6xf32>, %y: memref<4x6xf32>, %z: memref<4x6xf32>) {
+  affine.for %i = 0 to 4 {
+    %unused = memref.subview %z[%i, 0] [1, 6] [1, 1] : memref<4x6xf32> to memref<1x6xf32, strided<[6, 1], offset: ?>>
+    affine.for %j = 0 to 6 {
+      %e = affine.load %x[%i, %j] : memref<4x6xf32>
+      affine.store %e, %y[%i, %j] : memref<4x6xf32>
+    }
+  }
+  return
+}
