@@ -6,6 +6,7 @@ statement)."""
 
 from __future__ import annotations
 
+import inspect
 import io
 from pathlib import Path
 
@@ -410,11 +411,14 @@ def test_device_name_that_is_no_shipped_device(device, message, fix):
     """D-BUILD-DEVICE: a file name or an unknown name given as device= is a
     DEV-20 diagnostic at the caller's line naming the keyword to use."""
     # RULE: DEV-20
+    frame = inspect.currentframe()
+    assert frame is not None
     with pytest.raises(NemDiagnosticError) as e:
+        line = frame.f_lineno + 1  # the call's own line, the next one
         ProgramBuilder("x", device=device)
     d = e.value.diagnostics[0]
     assert d.rule == "DEV-20" and message in d.message and fix in d.fix
-    assert d.loc is not None and d.loc.file == __file__
+    assert d.loc is not None and (d.loc.file, d.loc.line) == (__file__, line)
 
 
 def test_default_extent_is_written_with_the_shapes_names():
