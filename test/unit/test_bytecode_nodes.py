@@ -84,6 +84,30 @@ def test_a_compiled_nemb_reports_by_onnx_node(tmp_path, capsys):
     assert all(n.startswith("node ") for n in names), names
 
 
+@pytest.mark.slow  # ~5 s alone (one compile of the cnn sample)
+def test_the_nemb_of_the_verified_program_is_the_nemb_of_its_text(tmp_path):
+    """`nemb_bytes` encodes the program nem-verify read back (`Verified`,
+    session 50: not the text parsed a third time); the bytes must be those
+    of the text parsed again under the output's name, which it falls back
+    to once the first call took the verified program."""
+    pytest.importorskip("mlir.ir")
+    onnx = pytest.importorskip("onnx")
+    from nem.cli.nem_compile import nemb_bytes
+    from nem.compile import compile_onnx
+    from nem.frontends.onnx import samples
+
+    model = tmp_path / "cnn.onnx"
+    onnx.save(samples.cnn("f32"), str(model))
+    result = compile_onnx(str(model), device="npm_pro_x1")
+    assert result.verified is not None
+    first = nemb_bytes(result, str(tmp_path / "cnn.nemb"), str(model))
+    assert result.verified is None
+    again = nemb_bytes(result, str(tmp_path / "elsewhere.nemb"), str(model))
+    assert first == again
+    program = read_nemb(first, "cnn.nemb").module
+    assert all(SourceLoc.of(op).file == "cnn.nemb" for op in printed_statements(program))
+
+
 def test_origin_with_an_unterminated_string_is_not_a_location():
     """An origin is untrusted text: it is pre-scanned before xDSL's lexer, whose
     string regex backtracks exponentially on an unterminated string (upstream

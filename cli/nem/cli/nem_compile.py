@@ -698,6 +698,7 @@ def nemb_bytes(result: CompileResult, out: str, src: str) -> bytes:
     """The bytes `nem-compile -o OUT` writes for `result` (compiled from the
     model file `src`): also what a bench loads to report per ONNX node
     (bench/bench_roofline.py --per-node)."""
+    from nem.compile.lower import Verified
     from nem.dialect.limits import own_source
     from nem.frontends.bytecode.writer import Embedded, NotEncodable, WriteOptions, write_nemb
     from nem.frontends.nem_text.parser import parse_nem
@@ -705,16 +706,20 @@ def nemb_bytes(result: CompileResult, out: str, src: str) -> bytes:
     # no .nem file is written: the locations name the .nemb itself, at the
     # lines of its text form, `nem-opt FILE.nemb -t nem`, by the empty file
     # name that a reader takes for the file it reads, so the bytes do not
-    # depend on `out` (D-COMPILE-NEMB-LOC)
-    with own_source(result.nem):
-        module = parse_nem(result.nem, out)
+    # depend on `out` (D-COMPILE-NEMB-LOC); the program nem-verify read back
+    # is taken rather than the text parsed again (`Verified`)
+    verified, result.verified = result.verified, None
+    if verified is None:
+        with own_source(result.nem):
+            verified = Verified(parse_nem(result.nem, out), out)
+    module = verified.module
     _with_nodes(module, result.origins)
     embed = [
         Embedded(name, np.ascontiguousarray(array).tobytes())
         for name, array in result.interface.weights.items()
     ]
     options = WriteOptions(
-        embed=embed, build={"source": src, "producer-tool": "nem-compile"}, self_file=out
+        embed=embed, build={"source": src, "producer-tool": "nem-compile"}, self_file=verified.file
     )
     try:
         return write_nemb(module, options)

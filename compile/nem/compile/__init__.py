@@ -211,6 +211,7 @@ def compile_onnx(
         with_fused(driver.origins, im.fused),
         im.warnings + _warnings(file, driver),
         _located(tile_file, driver, model=file),
+        driver.verified,
     )
 
 
@@ -405,6 +406,7 @@ def compile_mlir(
         driver.origins,
         ([zeros] if zeros else []) + _warnings(file, driver),
         _located(tile_file, driver, file),
+        driver.verified,
     )
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # nem.compile.flops needs the mlir extra
     from mlir import ir
 
     from nem.compile.flops import FlopShare
+    from nem.compile.lower import Verified
 
 T = TypeVar("T")
 
@@ -116,6 +117,10 @@ class CompileResult:
     ONNX node(s) instead, or the model file for a function's remark
     (D-COMPILE-LOC; `nem-compile -v` without --save-temps).  Prints the tiled
     module when called: the compile itself does not pay for it."""
+    verified: Verified | None = None
+    """`nem` as nem-verify read it back and accepted (None without
+    verification), which the first `nem.cli.nem_compile.nemb_bytes` takes
+    (None after): it adds the ONNX nodes to its locations."""
 
     def stage(self, name: str) -> StageResult:
         """The stage's last run (the tile and lower stages run again when the
@@ -176,6 +181,8 @@ class Driver:
         its locations (the stage text has none)."""
         self.origins: list[str | None] = []
         """`CompileResult.origins` of the lowered program."""
+        self.verified: Verified | None = None
+        """`CompileResult.verified`."""
         self.stage = "import"
 
     def advance(self, what: str, done: int, total: int) -> None:
@@ -289,7 +296,7 @@ class Driver:
             tiled = self.stage_text("tile")
             assert tiled is not None
             at: list[tuple[int, int] | None] = []
-            nem, notes, escaped, self.constants = lower_and_verify(
+            nem, notes, escaped, self.constants, self.verified = lower_and_verify(
                 tiled,
                 func_name,
                 arg_names,

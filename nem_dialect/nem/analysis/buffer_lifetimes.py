@@ -45,7 +45,7 @@ ordering of `nem-synthesize-deps` after packing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue, Use
@@ -341,16 +341,42 @@ def _lowest(item: Lifetime, busy: Iterable[tuple[int, int]]) -> int:
     return off
 
 
+class _Live:
+    """Placed buffers' byte intervals by the statements they are live at, in
+    buckets of `SPAN` statements: each kept once per bucket its lifetime
+    meets, not once per statement.  Kept per statement, DenseNet-121's
+    packings listed 17.5 M intervals for 0.47 M distinct ones (a buffer is
+    live at 176 statements on average), 4.9 s of its compile."""
+
+    SPAN = 64
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, list[tuple[int, int, int, int]]] = {}
+
+    def add(self, first: int, last: int, lo: int, hi: int) -> None:
+        """A buffer live from statement `first` to `last` at bytes [lo, hi)."""
+        for b in range(first // self.SPAN, last // self.SPAN + 1):
+            self.buckets.setdefault(b, []).append((first, last, lo, hi))
+
+    def overlapping(self, first: int, last: int) -> Iterator[tuple[int, int]]:
+        """The byte intervals of the buffers live at some statement from
+        `first` to `last` (one more than once where it spans buckets)."""
+        for b in range(first // self.SPAN, last // self.SPAN + 1):
+            for f, lst, lo, hi in self.buckets.get(b, ()):
+                if f <= last and first <= lst:
+                    yield lo, hi
+
+
 def _first_fit(items: list[Lifetime], limit: int | None = None) -> dict[BufferOp, int]:
-    """First-fit offsets, largest first.  The placed buffers are kept per
-    statement they are live at, so each item meets only those whose
+    """First-fit offsets, largest first.  The placed buffers are kept by
+    the statements they are live at (`_Live`), so each item meets only those whose
     lifetimes overlap its own (not every placed one: linear in the program
     when lifetimes are short, as the lowering's staging buffers are).
     With `limit`, an item first avoids the buffers of its phases and both
     neighbouring ones (kept per phase), else (`Lifetime.early`) of its nest
     phases and both neighbouring ones, else of its phases and the next one, each
     when it then ends by `limit` (`spread`)."""
-    by_statement: dict[int, list[tuple[int, int]]] = {}
+    by_statement = _Live()
     by_phase: dict[int, list[tuple[int, int]]] = {}
     by_nest: dict[int, list[tuple[int, int]]] = {}
     offsets: dict[BufferOp, int] = {}
@@ -369,13 +395,9 @@ def _first_fit(items: list[Lifetime], limit: int | None = None) -> dict[BufferOp
                     off = apart
                     break
         if off is None:
-            off = _lowest(
-                item,
-                (iv for s in range(item.first, item.last + 1) for iv in by_statement.get(s, ())),
-            )
+            off = _lowest(item, by_statement.overlapping(item.first, item.last))
         offsets[item.buffer] = off
-        for s in range(item.first, item.last + 1):
-            by_statement.setdefault(s, []).append((off, off + item.size))
+        by_statement.add(item.first, item.last, off, off + item.size)
         if limit is not None:
             for p in range(item.phases[0], item.phases[1] + 1):
                 by_phase.setdefault(p, []).append((off, off + item.size))

@@ -371,34 +371,48 @@ class Synthesizer:
                     nested_fit |= self.fit(op.block, (budget - (count - nested[k])) // copies)
                     nested[k] = block_liveness(op.block).peak()[0] * copies
             times.step(op)
+        at: dict[Operation, float] = {o: k for k, o in enumerate(ops)}
         for k, tokens in reversed(waits):
-            self._wait_before(ops[k], [t.results[0] for t in tokens])
+            at[self._wait_before(ops[k], [t.results[0] for t in tokens], at)] = k - 0.5
         return nested_fit or bool(waits)
 
-    def _wait_before(self, op: Operation, tokens: list[SSAValue]) -> None:
+    def _wait_before(
+        self, op: Operation, tokens: list[SSAValue], at: Mapping[Operation, float]
+    ) -> WaitOp:
         """`wait(tokens)` before `op`; the later uses of what it covers (the
-        tokens and, transitively, their deps) are then redundant."""
+        tokens and, transitively, their deps) are then redundant.  `at`: the
+        position of each statement of `op`'s block.  The uses are found from
+        the tokens, not by walking the statements from `op` on: one wait per
+        crowded statement of a DenseNet's thousands made that walk quadratic
+        (issue 30 item 3, session 50)."""
         block = op.parent_block()
         assert block is not None
-        later = list(block.ops)
-        later = later[later.index(op) :]
         gone = _covered(tokens)
-        for stmt in later:
-            for inner in stmt.walk():
-                if isinstance(inner, TaskOp) and gone & set(inner.deps):
-                    inner.set_deps([d for d in inner.deps if d not in gone])
-                elif isinstance(inner, WaitOp) and gone & set(inner.tokens):
-                    keep = [t for t in inner.tokens if t not in gone]
-                    if keep:
-                        inner.operands = keep
-                    else:
-                        if self.closing.get(block) is inner:
-                            del self.closing[block]
-                        inner.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
-                        inner.erase()
+        start = at[op]
+        users: dict[Operation, None] = {}
+        for token in gone:
+            for use in token.uses:
+                stmt: Operation | None = use.operation
+                while stmt is not None and stmt.parent_block() is not block:
+                    stmt = stmt.parent_op()
+                if stmt is not None and at[stmt] >= start:
+                    users[use.operation] = None
+        for inner in users:
+            if isinstance(inner, TaskOp) and gone & set(inner.deps):
+                inner.set_deps([d for d in inner.deps if d not in gone])
+            elif isinstance(inner, WaitOp):
+                keep = [t for t in inner.tokens if t not in gone]
+                if keep:
+                    inner.operands = keep
+                else:
+                    if self.closing.get(block) is inner:
+                        del self.closing[block]
+                    inner.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
+                    inner.erase()
         wait = WaitOp(tokens, [])
         wait.location = op.location
         Rewriter.insert_op(wait, InsertPoint.before(op))
+        return wait
 
 
 def _covered(tokens: Iterable[SSAValue]) -> set[SSAValue]:
