@@ -4,7 +4,8 @@ sessions 37-38), and after the split where it took the last tokens
 (session 40); a transfer's deps that another of its deps reaches, dropped
 (session 43); a transfer's bands taken as their join (sessions 43c and
 44); a store left whole, waited for where the estimate has it done (session
-44)."""
+44); a copy made once split from `min-few`, with the tokens the others leave
+(session 50)."""
 
 from __future__ import annotations
 
@@ -542,3 +543,60 @@ def test_a_store_left_whole_is_waited_for_where_it_is_done(monkeypatch):
     assert "s_1 = " not in held and "deps=[s])" in held
     _exact_and_faster(out, held, 5, 0.95)
     assert np.array_equal(_run(DONE)[0], _run(out)[0])
+
+
+ONCE_12K = """device "npm_pro_x1.nem"
+
+program once:
+
+buffer W : DDR (size=12288, align=64)
+buffer w : L1[0] (size=12288, align=64)
+buffer o : L1[0] (size=12288, align=64)
+
+ld = transfer.async(dst=region(w, 0, 12288) elem=f32, shape=[1, 1, 192, 16], layout=NHWC, src=region(W, 0, 12288) elem=f32, shape=[1, 1, 192, 16], layout=NHWC)
+r = relu.async in region(w, 0, 12288) elem=f32, shape=[192, 16], layout=MN out region(o, 0, 12288) elem=f32, shape=[192, 16], layout=MN deps=[ld]
+wait(r)
+"""
+
+
+def test_a_transfer_made_once_is_one_of_few_runs():
+    """Made once, in no loop, a transfer is one of few runs: it splits from
+    `min-few` (8 KiB) like the copies of a loop of at most `few-runs` runs,
+    not from `min-single` (16 KiB) alone (session 49: Inception v1's 12 KiB
+    weight slices of its 1x1 branches ran whole on one DMA of four; n16
+    1,170 -> 650 cycles).  With `few-runs=1` it stays whole, as before."""
+    split = _split(ONCE_12K)
+    assert "ld_3 = transfer.async" in split and "ld_4" not in split  # 3 slices of 4 KiB
+    assert "deps=[ld_1, ld_2, ld_3]" in split
+    assert "ld_1" not in _split(ONCE_12K, few_runs=1)
+
+
+_BIG = "elem=f32, shape=[1, 4, 14, 128], layout=NHWC"
+_SMALL = "elem=f32, shape=[1, 1, 24, 128], layout=NHWC"
+SHARED = f"""device "npm_pro_x1.nem"
+
+{_buffers("X DDR 28672", "V DDR 12288", "b L1[0] 28672", "s L1[1] 12288", "o L1[0] 28672", "p L1[1] 12288")}
+ls = transfer.async(dst=region(s, 0, 12288) {_SMALL}, src=region(V, 0, 12288) {_SMALL})
+lb = transfer.async(dst=region(b, 0, 28672) {_BIG}, src=region(X, 0, 28672) {_BIG})
+rb = relu.async in region(b, 0, 28672) elem=f32, shape=[56, 128], layout=MN out region(o, 0, 28672) elem=f32, shape=[56, 128], layout=MN deps=[lb]
+rs = relu.async in region(s, 0, 12288) elem=f32, shape=[24, 128], layout=MN out region(p, 0, 12288) elem=f32, shape=[24, 128], layout=MN deps=[ls]
+wait(rb, rs)
+"""
+"""A 28 KiB copy made once, which splits from `min-single`, live beside a
+12 KiB one, which splits only as one of few runs (`min-few`)."""
+
+
+def test_a_copy_split_only_as_one_of_few_runs_takes_the_tokens_left(monkeypatch):
+    """Shared alike, the 12 KiB copy took two tokens and left the 28 KiB one
+    3 slices of 4 (DenseNet-121's 3x3 128 -> 32 convolution at 14x14: its
+    last part's 14 KB layout copies split, its third part's 28 KB input
+    copy in 3 slices, 4,187 -> 4,806 cycles; session 49).  Now the copies
+    the made-once rule alone splits get the tokens the others leave."""
+    out = _split(SHARED, max_tokens=6)
+    assert "lb_4 = transfer.async" in out and "ls_1" not in out
+    (prog,) = programs(parse_nem(out, str(LIT)))
+    assert max_live_tokens(prog) <= 6
+    assert "ls_3 = transfer.async" in _split(SHARED)  # with tokens to spare, both split
+    monkeypatch.setattr(split_transfers.Choice, "_once_only", lambda self, found, runs: frozenset())
+    alike = _split(SHARED, max_tokens=6)
+    assert "lb_4" not in alike and "ls_2 = transfer.async" in alike

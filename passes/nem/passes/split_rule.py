@@ -28,7 +28,12 @@ one staged once.  Smaller ones in loops are many in a DenseNet."""
 MIN_SINGLE = MIN_BYTES
 """A transfer that runs once (in no loop) splits from this span on: a small
 layer's weights or input staged before its tile loop (30-150 KB on one DMA)
-sit on the path to its first tile."""
+sit on the path to its first tile.  In the pass, from `min-few` where that
+is smaller and `few-runs` is more than 1 (session 50): a copy made once is
+one of few runs, and Inception v1's 12 KB weight slices and 13 KB row stores
+of its 28x28 1x1 branches, staged once, ran whole on one DMA of four
+(n16: 1,170 cycles, 4.28x its bound; 650 split).  Those take the tokens
+the copies split from here leave (`split_transfers.Choice._once_only`)."""
 FEW_RUNS = 8
 """A transfer in a loop run at most this many times (its loops' trip counts
 multiplied) splits from `min-few`, whatever it moves over its runs: a small
@@ -69,18 +74,23 @@ def least_span(
     min_few: int | None = None,
 ) -> np.ndarray:
     """The span (bytes) from which a transfer between L1 and DDR/L2 that runs
-    `runs` times (its loops' trip counts multiplied) splits: `min-single` in
-    no loop, `min-few` (None: `min-single`) in loops run at most `few` times
-    in all (the pass: `few-runs`); in a loop `min-moved` over its runs, or
-    `min-once` on each (it moves that on every run, whatever the trip
-    counts); never under `min-bytes` but in a loop of few runs.
-    Elementwise on arrays: D-COMPILE-TILE-TIME's estimate prices its
-    candidates' copies by this rule (`nem.compile.tile_time`), `few` left
-    at 1: only the pass splits from `min-few` what runs 2 to `few` times."""
+    `runs` times (its loops' trip counts multiplied) splits: `min-few`
+    (None: `min-single`) in loops run at most `few` times in all (the pass:
+    `few-runs`), and in no loop too where `few` is more than 1 and `min-few`
+    is the smaller (a copy made once is one of few runs), else `min-single`
+    there; in a loop `min-moved` over its runs, or `min-once` on each (it
+    moves that on every run, whatever the trip counts); never under
+    `min-bytes` but where runs are few.  Elementwise on arrays:
+    D-COMPILE-TILE-TIME's estimate prices its candidates' copies by this
+    rule (`nem.compile.tile_time`), `few` left at 1: only the pass splits
+    from `min-few` what runs at most `few` times."""
     looped = np.maximum(min_bytes, np.minimum(min_once, -(-min_moved // np.maximum(runs, 1))))
     once = max(min_bytes, min_single)
     short = once if min_few is None else min_few
-    return np.where(np.less_equal(runs, 1), once, np.where(np.less_equal(runs, few), short, looped))
+    single = once if few <= 1 else min(once, short)
+    return np.where(
+        np.less_equal(runs, 1), single, np.where(np.less_equal(runs, few), short, looped)
+    )
 
 
 def slice_count(

@@ -15,7 +15,8 @@ loop or not: such a copy costs its DMA as long as one made once, and there
 are few), or in no loop `min-single` (a small layer's weights staged once
 before its tile loop), or in loops run at most `few-runs` times in all
 `min-few` (a small layer's row tiles, each copy on one DMA of four while
-the others idled), becomes k transfers of
+the others idled; made once, in no loop, too, where `min-few` is the
+smaller: `split_rule.least_span`), becomes k transfers of
 disjoint slices along the outermost dimension larger than 1 (k = min(DMAs
 per engine, that dimension, span / `min-piece`), `even_parts`; a dimension
 shorter than the DMAs first merged with the contiguous ones inside it,
@@ -61,7 +62,8 @@ budgets them, loop bodies first (they run many times; the program's own
 transfers moving `min-once`, made once, hold their slices' tokens at each
 loop first: a layer's weights staged before its tile loop), then each block's
 transfers share the tokens left, one slice at a time to the one whose
-slices are the largest (`share`: fewer slices than the DMAs, or none).
+slices are the largest (`share`: fewer slices than the DMAs, or none), those
+made once that split only from `min-few` last.
 Before a block is budgeted, the tokens of compute tasks a loop of the block
 consumes that one earlier compute task joins (a convolution's two NMU bands,
 its bias add) are replaced by the join's in the loop's body (`join_held`,
@@ -100,7 +102,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
 
@@ -425,7 +427,8 @@ class Choice:
         if not found:
             return max(counts, default=0)
         tree = MaxTree(counts)
-        slices = share(found, tree, budget)
+        once = self._once_only(found, runs)
+        slices = share(found, tree, budget, once)
 
         def reshare() -> tuple[BlockLiveness, list[Found], list[int], MaxTree, list[int]]:
             """The block shared again after a rule below added waits (fewer
@@ -434,7 +437,7 @@ class Choice:
             found = self._found(live, least)
             counts = [c + loops.get(op, 0) for c, op in zip(live.counts(), live.ops)]
             tree = MaxTree(counts)
-            return live, found, counts, tree, share(found, tree, budget)
+            return live, found, counts, tree, share(found, tree, budget, once)
 
         # the small transfers `retire_shared` left, where the split took the
         # last tokens (session 40)
@@ -480,6 +483,20 @@ class Choice:
             and all(type(u.operation) in _CONSUMERS for u in op.result.uses)
         ]
 
+    def _once_only(self, found: Sequence[Found], runs: int) -> frozenset[TransferOp]:
+        """Those of `found` made once that split only because a copy made
+        once splits from `min-few` (`least_span`): they take the tokens
+        the others leave (`share`).  Sharing them alike, DenseNet-121's 3x3
+        128 -> 32 convolution at 14x14 split its last part's 14 KB layout
+        copies and left its third part's 28 KB input copy 3 slices of 4:
+        4,187 -> 4,806 cycles (session 49); ranked, 4,166."""
+        if runs > 1:
+            return frozenset()
+        least = int(
+            least_span(runs, self.min_bytes, self.min_moved, self.min_once, self.min_single)
+        )
+        return frozenset(op for op, _, _ in found if self._plan(op, least) is None)
+
     def _stalls(self, live: BlockLiveness) -> Callable[[TransferOp, int, int], bool]:
         """`stalls` over `live`'s block, the estimate made at the first
         question (most blocks ask none)."""
@@ -519,7 +536,12 @@ class Choice:
         return plan_split(op, self.sdmas, self.min_bytes, self.min_piece)
 
 
-def share(found: Sequence[Found], tree: MaxTree, budget: int | None) -> list[int]:
+def share(
+    found: Sequence[Found],
+    tree: MaxTree,
+    budget: int | None,
+    later: Collection[TransferOp] = frozenset(),
+) -> list[int]:
     """How many slices each of `found` gets within `budget` live tokens at
     every statement (`tree`: the block's counts, to which the slices' extra
     tokens are added): one slice at a time to the transfer whose slices are
@@ -528,13 +550,14 @@ def share(found: Sequence[Found], tree: MaxTree, budget: int | None) -> list[int
     plan's slices.  So transfers live at once share the tokens left (an
     engine part's weight copy each, not all slices to the first parts and
     the last copy whole), and a copy much larger than the others (a padded
-    input between DDR buffers) is still split first.  Each step is one
+    input between DDR buffers) is still split first.  Those in `later` get
+    slices only once no other can (`Choice._once_only`).  Each step is one
     heap operation and one tree query: O(slices log n)."""
     slices = [1] * len(found)
-    heap = [(-float(moved_bytes(op)), i) for i, (op, _, _) in enumerate(found)]
+    heap = [(op in later, -float(moved_bytes(op)), i) for i, (op, _, _) in enumerate(found)]
     heapq.heapify(heap)
     while heap:
-        _, i = heapq.heappop(heap)
+        rank, _, i = heapq.heappop(heap)
         op, (first, last), plan = found[i]
         if slices[i] >= len(plan.parts):
             continue
@@ -542,7 +565,7 @@ def share(found: Sequence[Found], tree: MaxTree, budget: int | None) -> list[int
             continue  # no token left at some statement of its interval: it stays
         tree.add(first, last, 1)
         slices[i] += 1
-        heapq.heappush(heap, (-moved_bytes(op) / slices[i], i))
+        heapq.heappush(heap, (rank, -moved_bytes(op) / slices[i], i))
     return slices
 
 
@@ -694,7 +717,7 @@ class SplitTransfersPass(ModulePass):
       min-bytes: transfers spanning fewer bytes stay whole
       min-moved: the same for the bytes over all its runs (span times its loops' trip counts)
       min-once: transfers spanning this split whatever they move over their runs
-      min-single: transfers that run once (in no loop) split from this span on
+      min-single: transfers that run once (in no loop) split from this span on (or min-few, the smaller, when few-runs > 1)
       few-runs: transfers in loops run at most this many times (their loops' trip counts multiplied)
       min-few: split from this span on, whatever they move
       retire-below: a transfer moving fewer bytes whose token a loop consumes is waited for before it, one under min-piece two statements consume before the first (0: none)
