@@ -263,13 +263,11 @@ def _located(
     from nem.frontends.onnx.locations import name_nodes
 
     plain = driver.stage_text("tile")
-    tiled = driver.tiled
-    if plain is None or tiled is None:
+    if plain is None or driver.tiled is None:
         return lambda text: text
 
     def locate(text: str) -> str:
-        debug = tiled.operation.get_asm(enable_debug_info=True, use_local_scope=True)
-        return name_nodes(text, tile_file, plain, debug, source, model)
+        return name_nodes(text, tile_file, plain, driver.tiled_located(), source, model)
 
     return locate
 

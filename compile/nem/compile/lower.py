@@ -166,26 +166,24 @@ def lower_and_verify(
                 memos,
             ),
         )
-        # the module parsed back, before the FLOP count walks the tiled module: all of
-        # it younger than the collection above, which left the rest in the old generation
-        _collect(young=True)
     return nem, remarks, escaped, constants, verified
 
 
-def _collect(young: bool = False) -> None:
+def _collect() -> None:
     """Free the IR dropped so far: the stages run with the cyclic collector
     paused (`Driver.timed`, D-RT-GC) and an IR is all reference cycles, so
-    without a collection each module the lower stage builds (the parsed
-    tiled program, the ops its rewrites replace, the text parsed back for
-    nem-verify) stays allocated until the stage ends, or, in `nem-compile`,
-    until the process exits.  One collection per module dropped: linear in
-    the program, about 5% of the compile; the verification's peak drops from
-    two modules to one (D-RT-GC; docs/compile.md, "Memory and graph size")."""
+    without a collection the lowered module (and every op the rewrites of
+    the parsed tiled program replaced) stays allocated until the stage
+    ends, or, in `nem-compile`, until the process exits.  Collected once,
+    before the verification parses the text back: linear in the program,
+    about 3% of the compile; the verification's peak holds one module, not
+    two (D-RT-GC; docs/compile.md, "Memory and graph size").  The module
+    parsed back is the compile's result (`Verified`, which the `.nemb`
+    encodes), and nothing else the verification makes is a cycle worth a
+    collection: the parser's tokens die with it (`AttributeParser._float_expr`)."""
     import gc
 
-    # young: generations 0 and 1, all that was allocated since the full one
-    # (the oldest generation holds what survived it)
-    gc.collect(1 if young else 2)
+    gc.collect()
 
 
 def _printed(module: ModuleOp) -> list[tuple[str, SourceLoc | None]]:

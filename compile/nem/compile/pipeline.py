@@ -176,6 +176,8 @@ class Driver:
         """The share of each L1 the tile stage plans for (D-COMPILE-L1)."""
         self.tiled: Any = None
         """The module the tile stage left (`ir.Module`), with its locations."""
+        self._tiled_located: str | None = None
+        """`tiled_located`'s text, printed at most once per tiling."""
         self._bufferized: Any = None
         """A copy of the bufferized module, tiled again on a re-tiling with
         its locations (the stage text has none)."""
@@ -276,6 +278,18 @@ class Driver:
 
         self.timed("tile", tile, lambda: module)
         self.tiled = module
+        self._tiled_located = None
+
+    def tiled_located(self) -> str:
+        """The tiled module printed with its locations, once: the ONNX nodes
+        of the lowered statements are read from it, and those of the lower
+        stage's diagnostics and remarks (D-COMPILE-LOC; DenseNet-121's takes
+        1.8 s to print, which `nem-compile -v` paid twice)."""
+        if self._tiled_located is None:
+            self._tiled_located = self.tiled.operation.get_asm(
+                enable_debug_info=True, use_local_scope=True
+            )
+        return self._tiled_located
 
     def lower(self, func_name: str, arg_names: list[str], file: str) -> tuple[str, list[str]]:
         """The lower stage on the tile stage's text.  Each op's tiles fit L1
@@ -311,11 +325,7 @@ class Driver:
             if self.options.origins:
                 self.origins = self.substep(
                     "ONNX nodes",
-                    lambda: statement_nodes(
-                        tiled,
-                        self.tiled.operation.get_asm(enable_debug_info=True, use_local_scope=True),
-                        at,
-                    ),
+                    lambda: statement_nodes(tiled, self.tiled_located(), at),
                 )
             remarks.extend(notes)
             self.flops = self.substep("FLOP count", lambda: flop_share(tiled, escaped, self.tiled))
