@@ -399,35 +399,47 @@ def test_ops_tiled_alike_take_the_need_measured_first(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "capacity, macs, dmas, window",
+    "rows, capacity, macs, dmas, window",
     [
-        (4 * 1536, 8 * 64 * 64, 4, 4),
-        (4 * 1536 - 1, 8 * 64 * 64, 4, 0),
-        (4 * 1536, 8 * 64 * 64, 3, 0),
-        (1 << 30, 8 * 64 * 64 - 1024, 4, 0),
-        (1 << 30, 0, 4, 0),
+        (8, 4 * 1536, 8 * 64 * 64, 4, 4),
+        (8, 4 * 1536 - 1, 8 * 64 * 64, 4, 0),
+        (8, 4 * 1536, 8 * 64 * 64, 3, 0),
+        (8, 1 << 30, 8 * 64 * 64 - 1024, 4, 0),
+        (8, 1 << 30, 0, 4, 0),
+        (16, 3 * 1536, 16 * 64 * 64, 4, 3),
+        (16, 3 * 1536 - 1, 16 * 64 * 64, 4, 0),
+        (16, 1 << 30, 16 * 64 * 64 - 1024, 4, 0),
     ],
 )
-def test_plan_keeps_a_short_compute_bound_loops_trips_in_flight_where_they_fit(
-    capacity, macs, dmas, window
+def test_plan_keeps_a_compute_bound_loops_iterations_in_flight_where_they_fit(
+    rows, capacity, macs, dmas, window
 ):
-    # TILE's loop has 4 trips, each copying 512 bytes in and 512 out: 4,096
-    # bytes, 32 cycles on 4 DMAs of 32 bytes a cycle.  An op of 8 x 64 x 64
-    # multiply-adds keeps the NMU 32 cycles (1,024 a cycle): compute bound,
-    # all 4 iterations in flight, its two 512-byte tiles and the scratch in
-    # 4 slots where they fit L1, the loop marked for the lowering
+    # TILE's loop has 4 trips (8 with 16 rows), each copying 512 bytes in and
+    # 512 out: 4,096 bytes (8,192), 32 cycles (64) on 4 DMAs of 32 bytes a
+    # cycle.  An op of 8 x 64 x 64 multiply-adds (16 x 64 x 64) keeps the NMU
+    # as long (1,024 a cycle): compute bound, all 4 iterations in flight
+    # (`structure.ALL_IN_FLIGHT`), 3 of the 8 (`structure.LONG_IN_FLIGHT`,
+    # session 51; two before), its two 512-byte tiles and the scratch in as
+    # many slots where they fit L1, the loop marked for the lowering
     # (`structure.WIDE`); else two slots, unmarked: where they do not fit
-    # (the tiles are not shrunk for a wider window, session 35), on 3 DMAs
-    # or with fewer multiply-adds, or none (the copies bound the loop: more
+    # (the tiles are not shrunk for a wider window, session 35), on 3 DMAs or
+    # with fewer multiply-adds, or none (the copies bound the loop: more
     # iterations in flight would only take tokens from the copies around
     # it, session 37)
+    # the buffer after the loop holds all the rows (a peak of its own)
+    text = (
+        TILE.replace("8x64xf32", f"{rows}x64xf32")
+        .replace("%c8 = arith.constant 8 ", f"%c8 = arith.constant {rows} ")
+        .replace("2048xi8", f"{rows * 256}xi8")
+    )
     with ir.Context():
-        module = ir.Module.parse(TILE)
+        module = ir.Module.parse(text)
         fn = module.body.operations[0]
         ops = [o.operation for o in fn.regions[0].blocks[0].operations]
         ops = [o for o in ops if o.name != "func.return"]
         need, planned = l1_plan.plan(ops, True, capacity, dmas, macs)
         (loop,) = [o for o in ops if o.name == "scf.for"]
+        assert l1_plan.scf_trips(loop) == rows // 2
         assert planned == window
         assert (structure.WIDE in loop.attributes) == (window > 0)
-        assert need.by_space == {2: (window or 2) * (512 * 2 + 512), 3: 1024}
+        assert need.by_space == {2: max((window or 2) * (512 * 2 + 512), rows * 256), 3: 1024}

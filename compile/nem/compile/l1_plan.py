@@ -393,22 +393,17 @@ def plan(
     macs: int,
     strip: tuple[str, ...] = (),
 ) -> tuple[Need, int]:
-    """What `measure` counts of the tiled op `roots`, with its tile loops'
-    trips all in flight where every innermost one is short
-    (`structure.tile_window`) and their slots fit `capacity`, the loops
-    marked `structure.WIDE` for the lowering; else two.  Returns the need
-    and the window (0: two).  One window for all of them: the engine parts'
-    loops jam only with the same `@max_in_flight` (D-NEM-JAM-ENGINES).
+    """What `measure` counts of the tiled op `roots`, with its innermost tile
+    loops' iterations in flight as `structure.tile_window` says where the
+    op is compute bound and their slots fit `capacity`, the loops marked
+    `structure.WIDE` for the lowering; else two.  Returns the need and the
+    window (0: two).  One window for all of them, the largest: the engine
+    parts' loops jam only with the same `@max_in_flight` (D-NEM-JAM-ENGINES).
     Checked here, not left to `fit`, which would shrink the tiles for a
-    wider window instead (D-COMPILE-TILE-TIME, session 35)."""
+    wider window instead (D-COMPILE-TILE-TIME, sessions 35 and 51)."""
     inner = innermost_loops(roots)
     window = max((tile_window(scf_trips(loop) or 0) for loop in inner), default=2)
-    if (
-        pipeline
-        and window > 2
-        and all((scf_trips(loop) or 0) <= window for loop in inner)
-        and compute_bound(inner, macs, dmas)
-    ):
+    if pipeline and window > 2 and compute_bound(inner, macs, dmas):
         need = measure(roots, pipeline, strip, window)
         if need.over(capacity) is None:
             mark(inner, window)

@@ -78,16 +78,26 @@ ALL_IN_FLIGHT = 4
 """A tile loop of at most this many trips may run them all at once, each in
 its own slot of the body's L1 buffers (D-COMPILE-TILE-TIME, session 35):
 with two slots, iteration 2's loads wait for iteration 0's stores, which on
-a loop jammed over the engines (D-COMPILE-ENGINES) waits for every engine's."""
+a loop jammed over the engines (D-COMPILE-ENGINES) waits for every engine's.
+The most a loop's mark (`WIDE`) may say (D-LOW-PIPE-BODY)."""
+LONG_IN_FLIGHT = 3
+"""The iterations in flight of a longer tile loop (session 51): with two,
+iteration k + 2's loads wait for iteration k's stores and an engine's two
+NMUs idle meanwhile; a third iteration stages its tiles while two compute.
+Three, not four: each slot more takes L1 and tokens from the copies around
+the loop (Inception v2: 676,613 cycles with three, 677,205 with four)."""
 WIDE = "nem.all_in_flight"
-"""The attribute of a short tile loop whose slots the tile stage's L1 plan
-fitted (`l1_plan.plan`): the iterations the lowering keeps in flight, all
-its trips, each in a slot of the body's buffers.  Any other pipelined tile
-loop keeps two (D-LOW-PIPE-BODY)."""
+"""The attribute of a tile loop whose slots the tile stage's L1 plan
+fitted (`l1_plan.plan`): the iterations the lowering keeps in flight
+(`tile_window`), each in a slot of the body's buffers.  Any other
+pipelined tile loop keeps two (D-LOW-PIPE-BODY)."""
 
 
 def tile_window(trips: int) -> int:
     """The iterations in flight of a tile loop of `trips` trips, and so the
     slots of its body's buffers: all of them in a short loop
-    (`ALL_IN_FLIGHT`), else two."""
-    return trips if 2 < trips <= ALL_IN_FLIGHT else 2
+    (`ALL_IN_FLIGHT`), `LONG_IN_FLIGHT` in a longer one (never more than
+    `ALL_IN_FLIGHT`, the lowering's limit), two in a loop of two or fewer."""
+    if trips <= 2:
+        return 2
+    return trips if trips <= ALL_IN_FLIGHT else min(LONG_IN_FLIGHT, ALL_IN_FLIGHT)
