@@ -71,12 +71,21 @@ def entries(path: Path) -> list[str]:
 def entries_in(text: str) -> list[str]:
     """The public functions of MLIR `text`; a text xDSL does not parse is
     skipped, with xDSL's reason (a transform script or its payload, a lit
-    test of split inputs, an op xDSL lacks: lit runs them)."""
+    test of split inputs, an op xDSL lacks: lit runs them).  A test that
+    needs its inputs to lower (a guard, a sweep's programs) takes
+    `parsed_entries`, which fails where this skips."""
     try:
-        module = parse_mlir(xdsl_context(), text)
+        return parsed_entries(text)
     except ParseError as e:
         reason = [ln.strip() for ln in str(e).splitlines() if ln.strip()][-1:]
         pytest.skip(f"xDSL does not parse it, lit runs it: {' '.join(reason)}")
+
+
+def parsed_entries(text: str) -> list[str]:
+    """The public functions of MLIR `text`, which xDSL must parse: a
+    `ParseError` fails the test rather than skipping it, so a guard whose
+    inputs stopped parsing cannot pass by being skipped."""
+    module = parse_mlir(xdsl_context(), text)
     return [
         f.sym_name.data
         for f in module.ops
@@ -84,6 +93,16 @@ def entries_in(text: str) -> list[str]:
         and f.body.blocks
         and (f.sym_visibility is None or f.sym_visibility.data == "public")
     ]
+
+
+def entries_if_parsed(path: Path) -> list[str]:
+    """`parsed_entries` of `path`, none where xDSL does not parse it (a
+    transform script: lit runs it), for a guard that counts what its
+    parsed inputs raise or lower."""
+    try:
+        return parsed_entries(path.read_text())
+    except ParseError:
+        return []
 
 
 def lower(
@@ -174,16 +193,23 @@ def assert_old_pipeline(
     one with itself.  Counted by running them, not by reading the edit."""
     assert cases
     applied = [0]
-    calls: dict[str, int] = {}  # each of the old table's own handlers, by name
+    # each of the old table's own handlers (keyed by the function, not its
+    # name: two handlers may share a name) -> the op classes it handles
+    # there, and how often it ran
+    handles: dict[Handler, list[str]] = {}
+    calls: dict[Handler, int] = {}
     apply = dropped.apply
 
     def counted_apply(self: ModulePass, ctx: Context, op: ModuleOp) -> None:
         applied[0] += 1
         apply(self, ctx, op)
 
+    def ran() -> dict[str, int]:
+        return {", ".join(handles[h]): n for h, n in calls.items()}
+
     def counted(handler: Handler) -> Handler:
         def run(lw: Lowering, op: Operation, st: BlockState) -> None:
-            calls[handler.__qualname__] += 1
+            calls[handler] += 1
             handler(lw, op, st)
 
         return run
@@ -194,18 +220,20 @@ def assert_old_pipeline(
         m.setattr(dropped, "apply", counted_apply)
         for cls in own:
             if not cls.has_trait(IsTerminator):  # its op's to lower (D-LOW-WALK)
-                calls[table[cls].__qualname__] = 0
-                m.setitem(table, cls, counted(table[cls]))
+                handler = table[cls]
+                handles.setdefault(handler, []).append(cls.name)
+                calls[handler] = 0
+                m.setitem(table, cls, counted(handler))
         for text, entry in cases:
             lower(text, entry)
-        assert applied[0] > 0 and not any(calls.values()), calls
+        assert applied[0] > 0 and not any(calls.values()), ran()
         applied[0] = 0
         for text, entry in cases:
             lower(text, entry, edit)
     # every handler of its own ran but a terminator's, which the walk leaves
     # to the op holding it: one the edit left out would go unseen if another
     # ran (an async.execute's and its await's)
-    assert applied[0] == 0 and all(calls.values()), calls
+    assert applied[0] == 0 and all(calls.values()), ran()
 
 
 WITH_ADD_SUB: dict[type[Operation], Handler] = {

@@ -191,12 +191,20 @@ def test_compute_attributes_by_registry_type():
             "TASK-13",
             "an element type",
         ),
-        (lambda b, r: b.compute("gemm", ins=[r], outs=[r], accum_type="f64"), "TYPE-01", "f64"),
+        (
+            lambda b, r: b.compute("gemm", ins=[r], outs=[r], accum_type="f64"),
+            "TYPE-01",
+            "unknown element type 'f64'",
+        ),
         (lambda b, r: b.compute("conv2d", ins=[r], outs=[r], pads=[0.5]), "TASK-13", "integers"),
         (lambda b, r: b.region("Z", r, 0, 8), "NAME-01", "not a buffer"),
         (lambda b, r: b.buffer("C", "L3", 64), "GRAM-05", "'L3' is not a memory level"),
         (lambda b, r: b.buffer("C", "L2[1]", 64), "GRAM-05", "only L1 takes an engine index"),
-        (lambda b, r: b.transfer(r, r, decorators=["fast"]), "DECO-01", "@fast"),
+        (
+            lambda b, r: b.transfer(r, r, decorators=["fast"]),
+            "DECO-01",
+            "unknown decorator '@fast'",
+        ),
         (
             lambda b, r: b.transfer(r, r, decorators=[("resource", "DMA")]),
             "DECO-03",

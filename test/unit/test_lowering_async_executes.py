@@ -35,6 +35,7 @@ from lowering_diff import (
     before,
     entries_in,
     lower,
+    parsed_entries,
 )
 from xdsl.dialects import affine
 from xdsl.dialects.builtin import IndexType, MemRefType
@@ -208,7 +209,7 @@ def test_the_comparison_is_with_the_old_pipeline() -> None:
     """The edited steps leave the pass out and convert with the old table,
     and some inputs with async ops lower: else the differential tests below
     would compare the new pipeline with itself, or errors with errors."""
-    cases = [(p.read_text(), e) for p in WITH_ASYNC for e in entries_in(p.read_text())]
+    cases = [(p.read_text(), e) for p in WITH_ASYNC for e in parsed_entries(p.read_text())]
     assert_old_pipeline(_before, InlineAsyncExecutesPass, BEFORE, cases)
     assert {m.__name__ for m in _scope_readers()} == _calling_task_scope()
     # the old pipeline's readers ask the old scope rule, and it answers an
@@ -227,7 +228,7 @@ def test_the_comparison_is_with_the_old_pipeline() -> None:
     lowered = [
         (p.name, e)
         for p in WITH_ASYNC
-        for e in entries_in(p.read_text())
+        for e in parsed_entries(p.read_text())
         if lower(p.read_text(), e)[0] is not None
     ]
     assert len(lowered) >= 10, lowered
@@ -288,7 +289,7 @@ SWEEP = _sweep_programs()
 def test_the_sweep_lowers_to_the_same_program(prog: AsyncProgram) -> None:
     """The async sweep's programs: the same `.nem`, remarks and errors; no
     async op is left before the conversion (the comparison is not vacuous)."""
-    (entry,) = entries_in(prog.text)
+    (entry,) = parsed_entries(prog.text)
     assert "async.execute" in prog.text
     new = lower(prog.text, entry)
     assert new[0] is not None, new[1]

@@ -29,6 +29,7 @@ from lowering_diff import (
     entries,
     entries_in,
     lower,
+    parsed_entries,
 )
 from xdsl.ir import Operation
 
@@ -129,7 +130,7 @@ def test_the_comparison_is_with_the_old_pipeline() -> None:
     nothing, or errors with errors (review of session 44: this file alone
     of the lowering differentials did not check it)."""
     assert [p.name for p in WITH_GROUPS] == ["async_tiles_group.mlir"]
-    cases = [(p.read_text(), e) for p in WITH_GROUPS for e in entries(p)]
+    cases = [(p.read_text(), e) for p in WITH_GROUPS for e in parsed_entries(p.read_text())]
     assert_old_pipeline(_before, DropAsyncGroupsPass, BEFORE, cases)
     assert any(lower(t, e)[0] is not None for t, e in cases)
     assert any(lower(t, e, _before)[0] is not None for t, e in cases)
@@ -148,7 +149,7 @@ def test_the_sweep_lowers_to_the_same_program(prog: AsyncProgram) -> None:
     """The async sweep's grouped programs: the same `.nem`, remarks and errors;
     their groups are erased (the comparison is not vacuous)."""
     assert "async.await_all" in prog.text
-    (entry,) = entries_in(prog.text)
+    (entry,) = parsed_entries(prog.text)
     ((_, _, after),) = _grouped(prog.text)
     assert not any(cls.name in after for cls in GROUP_OPS)
     after_nem, diags = lower(prog.text, entry)

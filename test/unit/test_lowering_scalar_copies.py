@@ -21,6 +21,7 @@ from lowering_diff import (
     MLIR_INPUTS,
     assert_old_pipeline,
     before,
+    entries_if_parsed,
     entries_in,
     lower,
     sample_before_and_after,
@@ -71,14 +72,6 @@ _before = before(RaiseScalarCopiesPass, BEFORE)
 FILES = [*MLIR_INPUTS, *LIT_MLIR]
 
 
-def _entries(path: Path) -> list[str]:
-    """`entries_in`, none for a transform script (lit runs it)."""
-    try:
-        return entries_in(path.read_text())
-    except pytest.skip.Exception:
-        return []
-
-
 def _raised(text: str, entry: str) -> int:
     """The `nem_lowering.element_copy`s the preparation makes of `entry`."""
     ctx = xdsl_context()
@@ -105,7 +98,9 @@ def test_the_comparison_is_with_the_old_pipeline() -> None:
     """The edited steps leave the pass out and convert with the old table,
     and the inputs hold copies the pass raises: else the comparison below
     would be with the new pipeline, or vacuous."""
-    counts = [(p.read_text(), e, _raised(p.read_text(), e)) for p in FILES for e in _entries(p)]
+    counts = [
+        (p.read_text(), e, _raised(p.read_text(), e)) for p in FILES for e in entries_if_parsed(p)
+    ]
     assert_old_pipeline(_before, RaiseScalarCopiesPass, BEFORE, [(t, e) for t, e, n in counts if n])
     raised = sum(n for _, _, n in counts)
     assert raised >= MIN_RAISED, raised

@@ -23,6 +23,7 @@ from lowering_diff import (
     MLIR_INPUTS,
     assert_old_pipeline,
     before,
+    entries_if_parsed,
     entries_in,
     lower,
     sample_before_and_after,
@@ -99,14 +100,6 @@ lowers (its `scf.execute_region` reaches the conversion: lowered with the loop).
 WITH_CONTROL_FLOW = [p for p in FILES if any(t in p.read_text() for t in CONTROL_FLOW_TEXT)]
 
 
-def _entries(path: Path) -> list[str]:
-    """`entries_in`, none for a transform script (lit runs it)."""
-    try:
-        return entries_in(path.read_text())
-    except pytest.skip.Exception:
-        return []
-
-
 def test_the_driver_no_longer_handles_them() -> None:
     """None, not even the `scf.execute_region` of a re-rolled loop's last
     iteration, which the loop's lowering lowers (`loops.lower_for`,
@@ -119,7 +112,7 @@ def test_the_comparison_is_with_the_old_pipeline() -> None:
     """The edited steps leave the pass out and convert with the old table,
     and some inputs with control flow are rejected by it, some lower: else
     the comparison below would be with the new pipeline, or vacuous."""
-    cases = [(p.read_text(), e) for p in WITH_CONTROL_FLOW for e in _entries(p)]
+    cases = [(p.read_text(), e) for p in WITH_CONTROL_FLOW for e in entries_if_parsed(p)]
     assert_old_pipeline(_before, CheckTaskControlFlowPass, BEFORE, cases)
     outcomes = [lower(t, e, _before) for t, e in cases]
     lowered = [o for o in outcomes if o[0] is not None]
