@@ -399,27 +399,31 @@ def test_ops_tiled_alike_take_the_need_measured_first(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "rows, capacity, macs, dmas, window",
+    "rows, capacity, macs, dmas, nmus, window",
     [
-        (8, 4 * 1536, 8 * 64 * 64, 4, 4),
-        (8, 4 * 1536 - 1, 8 * 64 * 64, 4, 0),
-        (8, 4 * 1536, 8 * 64 * 64, 3, 0),
-        (8, 1 << 30, 8 * 64 * 64 - 1024, 4, 0),
-        (8, 1 << 30, 0, 4, 0),
-        (16, 3 * 1536, 16 * 64 * 64, 4, 3),
-        (16, 3 * 1536 - 1, 16 * 64 * 64, 4, 0),
-        (16, 1 << 30, 16 * 64 * 64 - 1024, 4, 0),
+        (8, 4 * 1536, 8 * 64 * 64, 4, 2, 4),
+        (8, 4 * 1536, 8 * 64 * 64, 4, 1, 4),
+        (8, 4 * 1536 - 1, 8 * 64 * 64, 4, 2, 0),
+        (8, 4 * 1536, 8 * 64 * 64, 3, 2, 0),
+        (8, 1 << 30, 8 * 64 * 64 - 1024, 4, 2, 0),
+        (8, 1 << 30, 0, 4, 2, 0),
+        (16, 3 * 1536, 16 * 64 * 64, 4, 2, 3),
+        (16, 1 << 30, 16 * 64 * 64, 4, 3, 4),
+        (16, 1 << 30, 16 * 64 * 64, 4, 1, 0),
+        (16, 3 * 1536 - 1, 16 * 64 * 64, 4, 2, 0),
+        (16, 1 << 30, 16 * 64 * 64 - 1024, 4, 2, 0),
     ],
 )
 def test_plan_keeps_a_compute_bound_loops_iterations_in_flight_where_they_fit(
-    rows, capacity, macs, dmas, window
+    rows, capacity, macs, dmas, nmus, window
 ):
     # TILE's loop has 4 trips (8 with 16 rows), each copying 512 bytes in and
     # 512 out: 4,096 bytes (8,192), 32 cycles (64) on 4 DMAs of 32 bytes a
     # cycle.  An op of 8 x 64 x 64 multiply-adds (16 x 64 x 64) keeps the NMU
     # as long (1,024 a cycle): compute bound, all 4 iterations in flight
-    # (`structure.ALL_IN_FLIGHT`), 3 of the 8 (`structure.LONG_IN_FLIGHT`,
-    # session 51; two before), its two 512-byte tiles and the scratch in as
+    # (`structure.ALL_IN_FLIGHT`), of the 8 one per NMU and one more
+    # (`structure.tile_window`: 3 on 2 NMUs, session 51; 4, the most, on 3;
+    # 2 on one, session 52), its two 512-byte tiles and the scratch in as
     # many slots where they fit L1, the loop marked for the lowering
     # (`structure.WIDE`); else two slots, unmarked: where they do not fit
     # (the tiles are not shrunk for a wider window, session 35), on 3 DMAs or
@@ -437,7 +441,7 @@ def test_plan_keeps_a_compute_bound_loops_iterations_in_flight_where_they_fit(
         fn = module.body.operations[0]
         ops = [o.operation for o in fn.regions[0].blocks[0].operations]
         ops = [o for o in ops if o.name != "func.return"]
-        need, planned = l1_plan.plan(ops, True, capacity, dmas, macs)
+        need, planned = l1_plan.plan(ops, True, capacity, dmas, macs, nmus)
         (loop,) = [o for o in ops if o.name == "scf.for"]
         assert l1_plan.scf_trips(loop) == rows // 2
         assert planned == window

@@ -609,6 +609,29 @@ def test_a_short_tile_loop_runs_all_its_iterations_at_once(monkeypatch):
     assert timed_cycles(new.nem) < 0.95 * timed_cycles(old.nem)
 
 
+def test_a_long_tile_loop_keeps_one_iteration_per_nmu_and_one_more_in_flight():
+    """A 3x3 160 -> 160 convolution at 17x17 (Inception v2's n102 kind):
+    each engine's tile loop has 8 trips, compute bound.  npm_pro_x1's
+    engines have two NMUs: three iterations in flight, two computing while
+    the third stages its tiles (session 51).  npm_mid's have one: two, as
+    before session 51; three took L1 and tokens from the copies around the
+    loops and cost npm_mid 17% on Inception v1 (1,148,024 -> 1,342,184
+    cycles, bench_roofline --device npm_mid, session 52)."""
+    from compile_runs import graph_model
+    from onnx import helper, numpy_helper
+
+    from nem.compile import compile_onnx
+
+    w = np.random.default_rng(0).uniform(-0.1, 0.1, (160, 160, 3, 3)).astype(np.float32)
+    conv = helper.make_node(
+        "Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], kernel_shape=[3, 3], name="c"
+    )
+    model = graph_model([conv], (1, 160, 17, 17), [numpy_helper.from_array(w, "w")])
+    long_loop = re.compile(r"loop \w+ in \[0\.\.7\] @max_in_flight\((\d)\)")
+    assert set(long_loop.findall(compile_onnx(model, device="npm_pro_x1").nem)) == {"3"}
+    assert set(long_loop.findall(compile_onnx(model, device="npm_mid").nem)) == {"2"}
+
+
 def test_a_dma_bound_short_tile_loop_keeps_two_iterations_in_flight():
     """ShuffleNet's 3x3 depthwise convolution of 272 channels at 14x14 (n72's
     shape): each engine's tile loop has at most 4 trips, but its copies

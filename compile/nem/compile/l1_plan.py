@@ -391,18 +391,20 @@ def plan(
     capacity: int,
     dmas: int,
     macs: int,
+    nmus: int,
     strip: tuple[str, ...] = (),
 ) -> tuple[Need, int]:
     """What `measure` counts of the tiled op `roots`, with its innermost tile
-    loops' iterations in flight as `structure.tile_window` says where the
-    op is compute bound and their slots fit `capacity`, the loops marked
-    `structure.WIDE` for the lowering; else two.  Returns the need and the
-    window (0: two).  One window for all of them, the largest: the engine
-    parts' loops jam only with the same `@max_in_flight` (D-NEM-JAM-ENGINES).
-    Checked here, not left to `fit`, which would shrink the tiles for a
-    wider window instead (D-COMPILE-TILE-TIME, sessions 35 and 51)."""
+    loops' iterations in flight as `structure.tile_window` says for an
+    engine of `nmus` NMUs where the op is compute bound and their slots fit
+    `capacity`, the loops marked `structure.WIDE` for the lowering; else
+    two.  Returns the need and the window (0: two).  One window for all of
+    them, the largest: the engine parts' loops jam only with the same
+    `@max_in_flight` (D-NEM-JAM-ENGINES).  Checked here, not left to `fit`,
+    which would shrink the tiles for a wider window instead
+    (D-COMPILE-TILE-TIME, sessions 35, 51 and 52)."""
     inner = innermost_loops(roots)
-    window = max((tile_window(scf_trips(loop) or 0) for loop in inner), default=2)
+    window = max((tile_window(scf_trips(loop) or 0, nmus) for loop in inner), default=2)
     if pipeline and window > 2 and compute_bound(inner, macs, dmas):
         need = measure(roots, pipeline, strip, window)
         if need.over(capacity) is None:

@@ -653,6 +653,7 @@ def _tile_op(
                 device.topology.l1_size_bytes,
                 device.units("DMA"),
                 macs,
+                device.units("NMU"),
                 strip=(TAG, PIN),
             )
             return known[0]

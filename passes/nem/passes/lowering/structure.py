@@ -80,12 +80,6 @@ its own slot of the body's L1 buffers (D-COMPILE-TILE-TIME, session 35):
 with two slots, iteration 2's loads wait for iteration 0's stores, which on
 a loop jammed over the engines (D-COMPILE-ENGINES) waits for every engine's.
 The most a loop's mark (`WIDE`) may say (D-LOW-PIPE-BODY)."""
-LONG_IN_FLIGHT = 3
-"""The iterations in flight of a longer tile loop (session 51): with two,
-iteration k + 2's loads wait for iteration k's stores and an engine's two
-NMUs idle meanwhile; a third iteration stages its tiles while two compute.
-Three, not four: each slot more takes L1 and tokens from the copies around
-the loop (Inception v2: 676,613 cycles with three, 677,205 with four)."""
 WIDE = "nem.all_in_flight"
 """The attribute of a tile loop whose slots the tile stage's L1 plan
 fitted (`l1_plan.plan`): the iterations the lowering keeps in flight
@@ -93,11 +87,20 @@ fitted (`l1_plan.plan`): the iterations the lowering keeps in flight
 pipelined tile loop keeps two (D-LOW-PIPE-BODY)."""
 
 
-def tile_window(trips: int) -> int:
-    """The iterations in flight of a tile loop of `trips` trips, and so the
-    slots of its body's buffers: all of them in a short loop
-    (`ALL_IN_FLIGHT`), `LONG_IN_FLIGHT` in a longer one (never more than
-    `ALL_IN_FLIGHT`, the lowering's limit), two in a loop of two or fewer."""
+def tile_window(trips: int, units: int) -> int:
+    """The iterations in flight of a tile loop of `trips` trips on an
+    engine of `units` compute units (NMUs), and so the slots of its body's
+    buffers: all of them in a short loop (`ALL_IN_FLIGHT`), two in a loop
+    of two or fewer, and in a longer one one per unit and one more, which
+    stages its tiles while the others compute (never more than
+    `ALL_IN_FLIGHT`, the lowering's limit).  With one fewer an engine's
+    units wait: iteration k + `units` + 1's loads wait for iteration k's
+    stores, so on npm_pro's two NMUs two in flight left both idle 404 of
+    every 1,918 cycles of Inception v2's 17x17 3x3 convolutions (traced,
+    session 51); with one more, the slot takes L1 and tokens from the
+    copies around the loop (npm_pro, Inception v2: 676,613 cycles with
+    three, 677,205 with four; npm_mid, one NMU: Inception v1 1,148,024
+    with two, 1,342,184 with three, session 52)."""
     if trips <= 2:
         return 2
-    return trips if trips <= ALL_IN_FLIGHT else min(LONG_IN_FLIGHT, ALL_IN_FLIGHT)
+    return trips if trips <= ALL_IN_FLIGHT else min(units + 1, ALL_IN_FLIGHT)
