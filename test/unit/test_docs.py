@@ -88,3 +88,19 @@ def test_documents_cite_no_path_of_a_developers_machine():
         if "/work/scratch/" in line or "/work/notes/" in line
     ]
     assert not cited, cited
+
+
+def test_the_critical_path_kinds_are_the_documented_ones():
+    """The python API page and docs/compile.md name each kind of stretch the
+    critical path reports (`critical_path.KINDS`): the API page's list
+    lacked `loop-end` (an outside review, session 52)."""
+    import re
+
+    from nem.runtime.critical_path import KINDS
+
+    api = (ROOT / "docs/python-api.md").read_text()
+    listed = re.search(r"its stretches there came after: ([^)]*)\)", api.replace("\n", " "))
+    assert listed is not None
+    assert re.findall(r"`([a-z-]+)`", listed[1]) == list(KINDS)
+    compile_md = (ROOT / "docs/compile.md").read_text()
+    assert all(f"`{kind}`" in compile_md for kind in KINDS)

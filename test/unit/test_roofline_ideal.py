@@ -131,6 +131,51 @@ def test_nem_run_reads_the_model_for_the_ideal_bounds(tmp_path, capsys):
     assert captured.out == "" and "bad.onnx" in captured.err and "Traceback" not in captured.err
 
 
+def test_nem_run_refuses_a_model_the_program_was_not_compiled_from(tmp_path, capsys):
+    """`--onnx` with another model than the program's: a node of the
+    program that the model does not have, or has as another op type, is an
+    error before the run naming the node and the model the program names
+    (an outside review, session 52: a model of other shapes, or with no
+    node in common, gave ideal bounds or dashes without a word); the same
+    model under another name runs, with a warning that the shapes are the
+    file's given."""
+    from roofline_models import small_model
+
+    from nem.cli.nem_compile import nemb_bytes
+    from nem.compile import compile_onnx
+
+    proto = conv_bn_relu()
+    onnx_path, nemb = tmp_path / "conv_bn.onnx", tmp_path / "conv_bn.nemb"
+    onnx.save(proto, str(onnx_path))
+    result = compile_onnx(str(onnx_path), device="npm_pro_x1", origins=True)
+    nemb.write_bytes(nemb_bytes(result, str(nemb), str(onnx_path)))
+    flags = ["--mode", "timed", "--roofline", "--json", "--onnx"]
+
+    other = tmp_path / "other.onnx"
+    relu = helper.make_node("Relu", ["a"], ["b"], name="q")
+    onnx.save(small_model("other", [("a", [2, 3])], [("b", [2, 3])], [relu], []), str(other))
+    retyped = tmp_path / "retyped.onnx"
+    changed = onnx.ModelProto()
+    changed.CopyFrom(proto)
+    changed.graph.node[3].op_type = "Sigmoid"  # relu1, fused into conv1's group
+    onnx.save(changed, str(retyped))
+    for model, says in [(other, "is not a node of it"), (retyped, "is a Sigmoid node there")]:
+        assert run([str(nemb), *flags, str(model)]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and "Traceback" not in err
+        assert f"--onnx {model} is not the model {nemb} was compiled from ({onnx_path})" in err
+        assert says in err and "fix: give --onnx the model the program was compiled from" in err
+
+    copy = tmp_path / "copy.onnx"
+    copy.write_bytes(onnx_path.read_bytes())
+    assert run([str(nemb), *flags, str(copy)]) == 0
+    out, err = capsys.readouterr()
+    assert f"was compiled from {onnx_path}, not --onnx {copy}" in err
+    assert json.loads(out)["groups"]
+    assert run([str(nemb), *flags, str(onnx_path)]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_a_model_that_names_none_of_the_groups_is_said_so(conv_bn_relu_report):
     """Another model than the program's gives no group an ideal bound: the
     text says so instead of a column of dashes alone."""

@@ -470,7 +470,7 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     bad_path = _check_paths(args, outputs)
     if bad_path is not None:
         return bad_path
-    least, bad_model = roofline_cli.least_work(args)
+    model, bad_model = roofline_cli.least_work(args)
     if bad_model is not None:
         print(bad_model, file=sys.stderr)
         return 1
@@ -504,6 +504,13 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         if (read := read_here(path)) is not None:
             return _usage(f"{flag}: {written_input(path, read)}")
     print_diagnostics("nem-run", prog.diagnostics)  # warnings
+    if model is not None:
+        foreign, unlike = roofline_cli.foreign_model(args, prog, model)
+        if foreign is not None:
+            print(foreign, file=sys.stderr)
+            return 1
+        if unlike is not None:
+            print(unlike, file=sys.stderr)
     _kernel_notices(interp, prog, args.max_kernel_ops)
     over = _over_budget(prog, args)
     if over is not None:
@@ -648,6 +655,7 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         for line in written:
             print(line)
     if args.roofline:
+        least = model.of if model is not None else None
         roofline_cli.print_report(s, result, args, least, repeat.to_json() if repeat else None)
     if result.error is not None:
         print(result.error.render(), file=sys.stderr)

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nem.compile.tune import Timing
+    from nem.frontends.onnx.traffic import NodeTraffic
     from nem.runtime.roofline import Least
-    from nem.runtime.session import RunResult, Session
+    from nem.runtime.session import Program, RunResult, Session
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -77,11 +78,11 @@ def write_plot(session: Session, args: argparse.Namespace) -> list[str]:
     return [f"roofline plot: {args.roofline_plot}"]
 
 
-def least_work(args: argparse.Namespace) -> tuple[Least | None, str | None]:
-    """The least work of the nodes of `--onnx`'s model (D-RT-ROOFLINE,
-    "Ideal bound"), read and validated as nem-compile reads a model
-    (D-COMPILE-VALIDATE) before the run; or the diagnostic saying why the
-    file cannot be read."""
+def least_work(args: argparse.Namespace) -> tuple[NodeTraffic | None, str | None]:
+    """The nodes of `--onnx`'s model, whose least work gives the ideal
+    bounds (D-RT-ROOFLINE, "Ideal bound"), read and validated as
+    nem-compile reads a model (D-COMPILE-VALIDATE) before the run; or the
+    diagnostic saying why the file cannot be read."""
     if not args.onnx:
         return None, None
     from nem.dialect.limits import DEFAULT_MAX_NODES
@@ -94,7 +95,50 @@ def least_work(args: argparse.Namespace) -> tuple[Least | None, str | None]:
         validate(model, args.onnx, DEFAULT_MAX_NODES)
     except OnnxImportError as e:
         return None, e.render()
-    return NodeTraffic(model).of, None
+    return NodeTraffic(model), None
+
+
+def foreign_model(
+    args: argparse.Namespace, prog: Program, model: NodeTraffic
+) -> tuple[str | None, str | None]:
+    """(error, warning) when `--onnx`'s model is not the one `prog` was
+    compiled from, read off the ONNX nodes its tasks are located at
+    (D-BC-NODES): an error when one of them is not a node of the model, or
+    one of another op type (every ideal bound would be another model's, or
+    none: an outside review, session 52, saw a different model's ideal
+    bounds printed without a word); a warning when all match but the model
+    the locations name is another file (a copy, or the model edited since:
+    the ideal bounds take the shapes of the file given; a program compiled
+    from a `ModelProto` names none).  A program with no node (`.nem` text)
+    is not checked: its report has no node rows."""
+    import os
+
+    from nem.dialect.diagnostics import located_nodes
+
+    nodes: dict[tuple[str, str], str] = {}  # (name, op type) -> the model file named
+    for tpl in prog.compiled.tasks:
+        for name, op, file, _ in located_nodes(str(tpl.op.location)):
+            nodes.setdefault((name, op), file)
+    # the files the locations name (not `<model>`: compiled from a ModelProto)
+    files = {os.path.realpath(f) for f in nodes.values() if os.path.isfile(f)}
+    named = f" ({', '.join(sorted(files))})" if files else ""
+    fix = "give --onnx the model the program was compiled from"
+    for name, op in nodes:
+        theirs = model.op_type(name)
+        if theirs != op:
+            there = f"a {theirs} node there" if theirs else "not a node of it"
+            return (
+                f"nem-run: error: --onnx {args.onnx} is not the model {args.program} was "
+                f"compiled from{named}: its node '{name}' ({op}) is {there}\nfix: {fix}",
+                None,
+            )
+    if files and files != {os.path.realpath(args.onnx)}:
+        return None, (
+            f"nem-run: warning: {args.program} was compiled from {', '.join(sorted(files))}, "
+            f"not --onnx {args.onnx}: their nodes match by name and op type; the ideal "
+            f"bounds take the shapes of {args.onnx}"
+        )
+    return None, None
 
 
 def print_report(

@@ -61,6 +61,11 @@ class NodeTraffic:
                 self._users.setdefault(v, set()).add(n.name)
         self._outputs = {o.name for o in m.graph.output}
 
+    def op_type(self, name: str) -> str | None:
+        """The op type of the model's node `name`, None if it has none."""
+        node = self._nodes.get(name)
+        return None if node is None else node.op_type
+
     def of(self, names: Iterable[str]) -> Traffic | None:
         """The least work of the nodes `names` run as one group; None when one
         is not a node of the model or a tensor it moves has no static shape
