@@ -357,7 +357,7 @@ def test_the_roofline_plot_hatches_each_groups_share_of_the_path(tmp_path):
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
 
-    from nem.runtime.roofline import bar_chart
+    from nem.runtime.roofline_plot import bar_chart
 
     text = HEAD + _copy("big", 0, 131072)
     text += "loop i in [0..1]:\n"

@@ -131,7 +131,7 @@ def test_the_legend_covers_no_bar(mlp2_report):
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
 
-    from nem.runtime.roofline import bar_chart
+    from nem.runtime.roofline_plot import bar_chart
 
     fig = bar_chart(mlp2_report[0])
     try:

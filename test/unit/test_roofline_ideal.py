@@ -203,7 +203,8 @@ def test_the_chart_marks_each_rows_ideal_bound(conv_bn_relu_report):
     import matplotlib.pyplot as plt
     from matplotlib.collections import LineCollection
 
-    from nem.runtime.roofline import bar_chart, shown_bound
+    from nem.runtime.roofline import shown_bound
+    from nem.runtime.roofline_plot import bar_chart
 
     session, proto = conv_bn_relu_report
     for least, want in ((NodeTraffic(proto).of, True), (None, False)):

@@ -72,7 +72,7 @@ def write_plot(session: Session, args: argparse.Namespace) -> list[str]:
     """The bar chart (before the text, as nem-run writes every file first)."""
     if not args.roofline_plot:
         return []
-    from nem.runtime.roofline import bar_chart_png
+    from nem.runtime.roofline_plot import bar_chart_png
 
     bar_chart_png(session.roofline(), args.roofline_plot)
     return [f"roofline plot: {args.roofline_plot}"]

@@ -56,22 +56,19 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
+from nem.dialect.attributes import RegionType
 from nem.dialect.diagnostics import located_nodes
-from nem.dialect.ops import RegionOp
+from nem.dialect.ops import MoveOp, RegionOp
 from nem.dialect.semantics.cost import Profile, UnitChars, Work, macs_per_cycle
-from nem.dialect.semantics.units import DEVICE_UNITS, UNIT_TYPES
+from nem.dialect.semantics.units import DEVICE_UNITS
 from nem.runtime import critical_path
 from nem.runtime.critical_path import Link, Segment
 from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl
 
 LATENCY = "latency"
 """The binding kind when no unit kind is busy half a group's cycles."""
-
-PLOT_GROUPS = 40
-"""The bar chart shows at most this many groups (the longest): a picture of
-ResNet-50's 534 would be 19,000 pixels tall."""
 
 BUSY_ENOUGH = 0.5
 """A unit kind binds a group when its utilization is at least this (D-RT-ROOFLINE)."""
@@ -128,9 +125,12 @@ class Group:
     busy: dict[str, int] = field(default_factory=dict)  # task durations, cycles
     fused: dict[str, None] = field(default_factory=dict)  # ONNX nodes fused into it, in order
     nodes: dict[str, None] = field(default_factory=dict)  # their names: its own, then the fused
+    moved: dict[str, int] = field(default_factory=dict)  # bytes by route (`route`)
 
-    def add(self, utype: str, w: Work, start: int, end: int) -> None:
+    def add(self, utype: str, w: Work, start: int, end: int, route: str | None = None) -> None:
         self.tasks += 1
+        if route is not None:
+            self.moved[route] = self.moved.get(route, 0) + w.amount
         if self.first is None or start < self.first:
             self.first = start
         if end > self.last:
@@ -139,6 +139,19 @@ class Group:
         self.amount[utype] = self.amount.get(utype, 0) + w.amount
         self.work[utype] = self.work.get(utype, 0.0) + w.amount / w.rate
         self.busy[utype] = self.busy.get(utype, 0) + (end - start)
+
+
+def route(op: Operation) -> str | None:
+    """`SRC->DST`, the memory levels a transfer or store moves bytes between
+    (`DDR->L1`: an engine's L1 whatever its index), None for a compute
+    task: what a group's bytes went through, beside how many (an outside
+    review, session 52: a Conv moving 4.1x its least traffic, whose report
+    did not say where the bytes went)."""
+    if not isinstance(op, MoveOp):
+        return None
+    src, dst = op.src.type, op.dst.type
+    assert isinstance(src, RegionType) and isinstance(dst, RegionType)  # MoveOp's operands
+    return f"{src.level.kind}->{dst.level.kind}"
 
 
 def _located(tpl: TaskTpl) -> list[tuple[str, str]]:
@@ -277,6 +290,7 @@ class Tally:
         self.total = Group("program", "program", 0)
         self.units = unit_counts(topology)
         self.last: Link | None = None  # the chain of the task that ends last
+        self.routes: dict[int, str | None] = {}  # `route` by `TaskTpl.seq_id`, as tasks run
 
     def add(
         self,
@@ -291,9 +305,12 @@ class Tally:
         """Count a task run `[start, end)` on a unit of kind `utype`; `after`:
         the critical-path chain its start waited for, `kind` how (a
         `critical_path.KINDS`); returns its own chain."""
-        g = self.group_of[tpl.seq_id]
-        self.groups[g].add(utype, w, start, end)
-        self.total.add(utype, w, start, end)
+        seq = tpl.seq_id
+        g = self.group_of[seq]
+        if seq not in self.routes:
+            self.routes[seq] = route(tpl.op)
+        self.groups[g].add(utype, w, start, end, self.routes[seq])
+        self.total.add(utype, w, start, end, self.routes[seq])
         link = critical_path.extend(after, g, start, end, kind)
         if self.last is None or end > self.last.end:
             self.last = link
@@ -342,6 +359,7 @@ class Row:
     ideal_bound: float | None = None  # the least work's bound (`ideal_bound`), when asked
     critical: int = 0  # cycles of the program's critical path in its tasks (`critical_path`)
     critical_by_kind: dict[str, int] = field(default_factory=dict)  # by `critical_path.KINDS`
+    moved: dict[str, int] = field(default_factory=dict)  # `Group.moved`, most bytes first
 
     @property
     def ratio(self) -> float | None:
@@ -379,6 +397,7 @@ class Row:
             "roof": self.roof,
             "binds": self.binds,
             "fused": self.fused,
+            "moved": self.moved,
             "usable_bound": round(self.usable_bound, 3),
             "usable_ratio": None if self.usable_ratio is None else round(self.usable_ratio, 4),
             "usable_roof": self.usable_roof,
@@ -436,6 +455,7 @@ def row(
         list(g.fused),
         reach[usable_roof] if usable_roof is not None else 0.0,
         usable_roof,
+        moved=dict(sorted(g.moved.items(), key=lambda kv: (-kv[1], kv[0]))),
     )
 
 
@@ -512,6 +532,8 @@ class Report:
         out += [f"{f} fused into {r.name}" for r in self.groups for f in r.fused]
         if self.total.critical:
             out += self.critical_lines()
+        if self.total.moved:
+            out.append(f"moved: {_routes(self.total.moved)}")
         if self.groups and all(r.kind != "node" for r in self.groups):
             # A model compiled to `.nem` (nem-compile's default) has no ONNX
             # nodes: its report is loops and segments, one row when it has
@@ -525,7 +547,8 @@ class Report:
             "of its tasks runs); bound: max over unit kinds of work / (units x throughput), the",
             "device's units, to 3 significant digits; ratio: cycles / the bound shown; roof: the",
             "kind of the bound; binds: the most utilized kind if busy half the cycles, else",
-            "latency; columns: each unit kind's utilization",
+            "latency; columns: each unit kind's utilization; moved: the program's transfer and",
+            "store bytes by memory levels, SRC->DST (each group's `moved` in --json)",
         ]
         if self.total.critical:
             out += [
@@ -555,6 +578,12 @@ class Report:
                     "(give --onnx the model this program was compiled from)"
                 )
         return "\n".join(out)
+
+
+def _routes(moved: Mapping[str, int]) -> str:
+    """`DDR->L1 1,204,224 B (78%), ...`: bytes by route, each one's share."""
+    total = sum(moved.values())
+    return ", ".join(f"{r} {n:,} B ({100 * n / total:.0f}%)" for r, n in moved.items())
 
 
 def _counts(units: Mapping[str, int]) -> str:
@@ -680,109 +709,3 @@ def report(
         least is not None,
         tally.segments(),
     )
-
-
-def bar_chart_png(rep: Report, path: str) -> None:
-    """`bar_chart` written to `path`; needs matplotlib."""
-    fig = bar_chart(rep)
-    fig.savefig(path, dpi=100, bbox_inches="tight")  # the legend too
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-
-
-def kind_colors() -> dict[str, tuple[float, ...]]:
-    """One colour per unit kind and `latency`, the same in every chart (a
-    kind's colour followed the program's sorted kinds before session 40,
-    so `latency` was red in one chart and purple in the next)."""
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10"]
-    return {k: tuple(cmap(i)) for i, k in enumerate((*UNIT_TYPES, LATENCY))}
-
-
-def bar_chart(rep: Report) -> Any:
-    """Per group: the cycles taken beside the bound (one pair of horizontal
-    bars per group, coloured by the binding kind, `kind_colors`; the
-    `PLOT_GROUPS` longest groups of a larger program), the group's share of
-    the critical path hatched over its busy bar from 0 (`critical`: the
-    bars a user shortens to shorten the run; a group beside a longer one
-    has none), and a black tick
-    across the pair at the group's ideal bound where the report has one
-    (`--onnx`: how far the compiled bound itself is from the node's least
-    work); the legend right of the axes where it hides no bar; a matplotlib
-    Figure."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        raise RuntimeError(
-            "not supported: --roofline-plot needs matplotlib; install it with "
-            "pip install 'nem-toolchain[viz]'"
-        ) from e
-    rows = rep.groups
-    if len(rows) > PLOT_GROUPS:  # the longest, in program order
-        keep = set(map(id, sorted(rows, key=lambda r: -r.cycles)[:PLOT_GROUPS]))
-        rows = [r for r in rows if id(r) in keep]
-    colors = kind_colors()
-    fig, ax = plt.subplots(figsize=(12, 1.5 + 0.35 * max(len(rows), 1)))
-    seen: set[str] = set()
-    ideal_label = "ideal bound (the node's least work)"  # once in the legend
-    path_label = "on the critical path"
-    for y, r in enumerate(rows):
-        ax.barh(
-            y - 0.2,
-            r.cycles,
-            height=0.4,
-            color=colors[r.binds],
-            label=f"busy cycles, binds {r.binds}" if r.binds not in seen else None,
-        )
-        seen.add(r.binds)
-        if r.critical:  # its share of the critical path, over its busy cycles
-            ax.barh(
-                y - 0.2,
-                r.critical,
-                height=0.4,
-                fill=False,
-                hatch="///",
-                edgecolor="black",
-                linewidth=0,
-                label=path_label,
-            )
-            path_label = "_nolegend_"
-        ax.barh(
-            y + 0.2,
-            r.bound,
-            height=0.4,
-            color="lightgray",
-            label="bound (D-RT-COST)" if y == 0 else None,
-        )
-        if r.ideal_bound:  # a tick across the pair (`--onnx`, D-RT-ROOFLINE)
-            ax.vlines(
-                r.ideal_bound,
-                y - 0.45,
-                y + 0.45,
-                colors="black",
-                linewidth=1.5,
-                label=ideal_label,
-            )
-            ideal_label = "_nolegend_"  # matplotlib's name for no entry
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([r.name for r in rows], fontsize="small")
-    ax.set_ylim(len(rows) - 0.5, -0.5)  # program order, top down
-    ax.set_xlabel("cycles")
-    shown = (
-        f" ({len(rows)} of {len(rep.groups)} groups, the longest)"
-        if len(rows) < len(rep.groups)
-        else ""
-    )
-    ideal = f", ideal {shown_bound(rep.total.ideal_bound)}" if rep.total.ideal_bound else ""
-    ax.set_title(
-        f"{rep.program} on {rep.device}: {rep.total.cycles} cycles, bound "
-        f"{shown_bound(rep.total.bound)}{ideal}{shown}"
-    )
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small")
-    fig.tight_layout()
-    return fig
