@@ -119,6 +119,61 @@ def test_a_right_compile_has_no_culprit():
     assert b.render().endswith("no step differs from onnxruntime")
 
 
+def test_a_1x1_convolutions_tile_stage_runs_on_the_reference_path(tmp_path, capsys):
+    """A 1x1 Conv of 8 channels at 8x8: its tiled program keeps a subview
+    whose offset `expand-strided-metadata` writes as an `affine.apply`,
+    which the reference path lowered before that pass ran, so its
+    translation to LLVM failed and the tile stage showed `not run` while the
+    bisection said "no step differs", exit 0, with MLIR's error on standard
+    error (an outside user, session 52). The stage runs now; a step that
+    does not run is said, in the verdict and the exit status (3)."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 8, 1, 1], np.linspace(-1, 1, 64))
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], name="pw")
+    model = _model([conv], [1, 8, 8, 8], [1, 8, 8, 8])
+    model.graph.initializer.append(w)
+    b = bisect(model, CompileOptions(device="npm_pro_x1"), run_nem=run_nem)
+    assert [(s.name, s.status) for s in b.steps if s.status] == [
+        ("import", "ok"),
+        ("bufferize", "ok"),
+        ("tile", "ok"),
+        ("nem-run", "ok"),
+    ]
+    assert b.not_run == [] and b.render().endswith("no step differs from onnxruntime")
+    path = tmp_path / "pw.onnx"
+    onnx.save(model, str(path))
+    assert nem_compile.run([str(path), "--bisect"]) == 0
+    assert "error" not in capsys.readouterr().err
+
+    # a step the reference path cannot run is named, and no clean bill given
+    (tile,) = [s for s in b.steps if s.name == "tile"]
+    tile.status = "not run: Failure while creating the ExecutionEngine."
+    text = b.render()
+    assert "no step that ran differs from onnxruntime" in text
+    assert text.endswith("not run: tile (a difference there is not seen)")
+    b.culprit = next(s for s in b.steps if s.name == "nem-run")
+    assert b.render().endswith("not run before it: tile (the difference may come from there)")
+
+
+def test_the_reference_paths_errors_are_its_message_not_stderr(capfd):
+    """MLIR's diagnostics when a program cannot run are the exception's
+    message (the bisector's `not run: ...`), nothing on standard error."""
+    bad = (  # a cast no pass reconciles: its translation to LLVM fails
+        "func.func @f(%a: memref<4xf32>, %i: index) {\n"
+        "  %c = builtin.unrealized_conversion_cast %i : index to i64\n"
+        "  %d = builtin.unrealized_conversion_cast %c : i64 to i32\n"
+        "  %e = arith.index_cast %d : i32 to index\n"
+        "  %v = arith.constant 1.0 : f32\n"
+        "  memref.store %v, %a[%e] : memref<4xf32>\n"
+        "  return\n}\n"
+    )
+    with pytest.raises(RuntimeError) as e:
+        execute(bad, "f", [np.zeros(4, np.float32), np.zeros(1, np.int64)], [])
+    assert str(e.value).startswith(
+        "LLVM Translation failed for operation: builtin.unrealized_conversion_cast"
+    )
+    assert capfd.readouterr().err == ""
+
+
 def test_a_wrong_import_names_the_onnx_node(monkeypatch):
     """A planted importer bug (Neg converted as Abs): the import is the first
     step that differs, and the first ONNX node whose value differs is named."""

@@ -125,14 +125,21 @@ def test_dump_lists_sections_capabilities_and_relocations(tmp_path):
         assert needle in dump, (needle, dump)
 
 
-@pytest.mark.slow  # 7 s
-def test_embedded_weights_are_the_initial_contents(tmp_path):
+def _embedded_gemm(tmp_path: Path) -> tuple[Path, Path, np.ndarray]:
+    """examples/gemm_bias_relu.nem as `g.nemb` with its bias embedded:
+    (the .nemb, the bias's .npy, the bias)."""
     bias = np.arange(128, dtype=np.float16)
     npy = tmp_path / "bias.npy"
     np.save(npy, bias)
     out = tmp_path / "g.nemb"
     r = tool("opt", str(GEMM), "-t", "nemb", "--embed", f"C_L2={npy}", "-o", str(out))
     assert r.returncode == 0, r.stderr
+    return out, npy, bias
+
+
+@pytest.mark.slow  # 7 s
+def test_embedded_weights_are_the_initial_contents(tmp_path):
+    out, npy, bias = _embedded_gemm(tmp_path)
     interp = NemInterpreter()
     interp.load(out)
     assert np.array_equal(interp.read_tensor("C_L2", (128,), np.float16), bias)
@@ -150,6 +157,33 @@ def test_embedded_weights_are_the_initial_contents(tmp_path):
     assert "slot 4 (C_L2) +0: 256 bytes" in dump or "(C_L2) +0: 256 bytes" in dump, dump
     bad = tool("opt", str(GEMM), "-t", "nemb", "--embed", f"nope={npy}", "-o", str(out))
     assert bad.returncode == 1 and b"no buffer or region named 'nope'" in bad.stderr
+
+
+@pytest.mark.slow  # 4 nem-opt runs
+def test_an_output_named_nemb_is_bytecode(tmp_path):
+    """`-o Y.nemb` without `-t` writes NEM bytecode, its embedded weights
+    kept, from a .nemb or a .nem input; with `-t nem` it is an error and
+    writes nothing (an outside user, session 52: `nem-opt X.nemb -p
+    nem-verify -o Y.nemb` wrote .nem text into Y.nemb, which nem-run then
+    refused by its name) (D-OPT-TARGET)."""
+    src, _, bias = _embedded_gemm(tmp_path)
+    out = tmp_path / "y.nemb"
+    r = tool("opt", str(src), "-p", "nem-verify", "-o", str(out))
+    assert r.returncode == 0 and b"not written" not in r.stderr, r.stderr
+    assert out.read_bytes() == src.read_bytes()
+    interp = NemInterpreter()
+    interp.load(out)
+    assert np.array_equal(interp.read_tensor("C_L2", (128,), np.float16), bias)
+    from_text = tmp_path / "t.nemb"
+    assert tool("opt", str(GEMM), "-o", str(from_text)).returncode == 0
+    assert from_text.read_bytes()[:4] == b"NEMB"
+    refused = tmp_path / "r.nemb"
+    r = tool("opt", str(src), "-t", "nem", "-o", str(refused))
+    assert r.returncode == 1 and not refused.exists()
+    assert (
+        b"-o " + str(refused).encode() + b" names NEM bytecode, but -t nem writes text" in r.stderr
+    )
+    assert b"fix: use -t nemb" in r.stderr
 
 
 @pytest.mark.slow  # 5 s

@@ -178,4 +178,6 @@ def run_bisect(
                 path = f"{save_stem}{suffix}{'.nem' if step.stage == 'lower' else '.mlir'}"
                 Path(path).write_text(step.text, encoding="utf-8")
                 print(f"wrote {path} ({step.name})")
-    return 0 if b.culprit is None and b.compile_error is None else 1
+    if b.culprit is not None or b.compile_error is not None:
+        return 1
+    return 3 if b.not_run else 0  # 3: none differs, but a step was not run

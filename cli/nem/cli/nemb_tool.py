@@ -98,6 +98,27 @@ def _input_is_nemb(args: argparse.Namespace) -> bool:
         return False
 
 
+def target_of_output(args: argparse.Namespace) -> None:
+    """`-o FILE.nemb` with `-t` omitted writes NEM bytecode, whatever the
+    input (a `.nemb` input's default is `.nem` text, for standard output
+    and any other name); with `-t nem` or `-t mlir` it is a usage error
+    (an outside user, session 52: `nem-opt X.nemb -p nem-verify -o
+    Y.nemb` wrote text into Y.nemb, dropped its weights, and nem-run then
+    refused the file by its name) (D-OPT-TARGET)."""
+    out = args.output_file
+    if out is None or out == "-" or not out.endswith(".nemb"):
+        return
+    if args.target == "same-as-input":
+        args.target = "nemb"
+    elif args.target != "nemb":
+        print(
+            f"nem-opt: error: -o {out} names NEM bytecode, but -t {args.target} writes "
+            f"text\nfix: use -t nemb, or an output name not ending in .nemb",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+
+
 def handles(main: OptMain) -> bool:
     a = main.args
     return a.target == "nemb" or a.dump_nemb or _input_is_nemb(a)

@@ -346,6 +346,7 @@ class NemOptMain(xDSLOptMain):
         if self.args.print_device:
             sys.exit(self._print_device(self.args.print_device))
         self._check_paths()
+        nemb_tool.target_of_output(self.args)  # `-o X.nemb` writes bytecode (D-OPT-TARGET)
         if nemb_tool.handles(self):  # bytecode in or out: cli/nem/cli/nemb_tool.py
             sys.exit(nemb_tool.run_opt(self))
         file, raw = self._read_input()

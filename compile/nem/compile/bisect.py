@@ -65,6 +65,14 @@ class Bisection:
     """The first ONNX node whose value differs (import/bufferize)."""
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def not_run(self) -> list[Step]:
+        """The steps whose program could not be run (`not run: why`): a
+        difference there goes unseen, so a bisection with one is not a
+        clean bill (an outside user, session 52, read "no step differs"
+        where the tile stage had not run)."""
+        return [s for s in self.steps if s.status.startswith("not run")]
+
     def last_match(self) -> Step | None:
         """The last step run before the culprit that matched onnxruntime."""
         assert self.culprit is not None
@@ -86,17 +94,26 @@ class Bisection:
             )
         if self.compile_error:
             lines.append("the compile fails: " + self.compile_error.splitlines()[0])
+        skipped = ", ".join(s.name for s in self.not_run)
         if self.culprit is None:
+            ran = "no step that ran" if skipped else "no step"
             lines.append(
-                "no step differs from onnxruntime"
+                f"{ran} differs from onnxruntime"
                 if not self.compile_error
-                else "no step before the failure differs from onnxruntime"
+                else f"{ran} before the failure differs from onnxruntime"
             )
+            if skipped:
+                lines.append(f"not run: {skipped} (a difference there is not seen)")
         else:
             s = self.culprit
             lines.append(f"first difference: {s.name}" + (f" ({s.where})" if s.where else ""))
             if self.node:
                 lines.append(f"first ONNX node whose value differs: {self.node}")
+            before = [t.name for t in self.not_run if self.steps.index(t) < self.steps.index(s)]
+            if before:
+                lines.append(
+                    f"not run before it: {', '.join(before)} (the difference may come from there)"
+                )
         lines += self.notes
         return "\n".join(lines)
 
