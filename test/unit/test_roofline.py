@@ -17,7 +17,7 @@ import pytest
 from nem.cli.nem_run import run
 from nem.dialect.semantics.cost import Work
 from nem.runtime import NemInterpreter
-from nem.runtime.roofline import LATENCY, Group, Report, row
+from nem.runtime.roofline import LATENCY, Group, Rate, Report, row
 
 REPO = Path(__file__).resolve().parents[2]
 CONV = REPO / "examples" / "conv2d_relu.nem"
@@ -210,6 +210,31 @@ def test_cli_text_report(capsys):
     program = table[2].split()
     assert program[:6] == ["program", "17", program[2], "14112", program[4], "NMU"]
     assert float(program[4]) == pytest.approx(int(program[2]) / 14112, abs=0.005)
+
+
+def test_the_throughputs_each_kind_was_priced_at():
+    """The report lists D-RT-COST's throughputs as the run priced its tasks
+    (an outside review, session 52: its header named D-RT-COST but listed
+    none): per kind, and where a kind ran work of several rates, each with
+    its share of that kind's work cycles; a transfer or store moves bytes
+    whatever unit runs it (the whitepaper's conv example stores its tiles on
+    a CSTL at the DMA's 32 bytes a cycle)."""
+    g = _group(NMU=(8192, 4096, 0, 2))
+    g.add("NMU", Work(1024, 1024, 0), 2, 3)
+    g.add("CSTL", Work(2560, 256, 0), 3, 13)
+    g.add("CSTL", Work(640, 32, 0), 13, 33, "L1->L2")
+    use = row(g, {"NMU": 1, "CSTL": 1}).units
+    assert use["NMU"].rates == [(Rate(4096, "MACs"), 8192), (Rate(1024, "MACs"), 1024)]
+    assert use["CSTL"].rates == [(Rate(32, "B"), 640), (Rate(256, "elements"), 2560)]
+    rep, _ = _timed(CONV)  # npm_lite: 4096 i8 MACs a cycle (D-RT-COST)
+    [line] = [t for t in rep.to_text().splitlines() if t.startswith("throughputs per unit")]
+    assert line == (
+        "throughputs per unit and cycle: CSTL 32 B (89%), 256 elements (11%); DMA 32 B; "
+        "NMU 4096 MACs"
+    )
+    cstl = rep.to_json()["total"]["units"]["CSTL"]["rates"]
+    assert {(r["rate"], r["of"]) for r in cstl} == {(256, "elements"), (32, "B")}
+    assert sum(r["amount"] / r["rate"] for r in cstl) == pytest.approx(rep.total.units["CSTL"].work)
 
 
 def test_a_report_without_onnx_nodes_says_where_they_are(capsys):

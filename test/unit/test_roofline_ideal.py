@@ -21,6 +21,7 @@ from roofline_models import conv_bn_relu, timed_session  # noqa: E402
 
 from nem.cli.nem_run import run  # noqa: E402
 from nem.frontends.onnx.traffic import NodeTraffic, Traffic  # noqa: E402
+from nem.runtime.roofline import shown  # noqa: E402
 
 X, C1, PARAMS, V = 1 * 3 * 16 * 16 * 4, 8 * 3 * 3 * 3 * 4, 3 * 8 * 4, 8 * 4
 """conv_bn_relu's bytes: the input, conv1's weights, the normalization's
@@ -89,6 +90,7 @@ def test_each_node_row_gets_the_bound_of_its_least_work(conv_bn_relu_report):
     moved1 = (X + C1 + PARAMS + V + ACT) / DMA_BYTES_PER_CYCLE
     assert conv1.ideal_bound == pytest.approx(max(moved1, MACS1 / F32_MACS_PER_CYCLE))
     assert conv1.ideal_ratio == pytest.approx(conv1.cycles / conv1.ideal_bound)
+    assert conv1.ideal_roof == ("DMA" if moved1 >= MACS1 / F32_MACS_PER_CYCLE else "NMU")
     nodes = [r for r in rep.groups if r.kind == "node"]
     assert all(r.ideal_bound for r in nodes)
     moved = sum(
@@ -102,8 +104,19 @@ def test_each_node_row_gets_the_bound_of_its_least_work(conv_bn_relu_report):
     assert all("ideal_ratio" in g for g in doc["groups"])
     assert "ideal_bound" not in session.roofline().to_json()["total"]  # not asked: as before
     table = rep.to_text().splitlines()
-    assert table[1].split()[5:8] == ["roof", "ideal", "i-ratio"]
-    assert "ideal, i-ratio: the bound of the ONNX nodes' least work" in rep.to_text()
+    assert table[1].split()[5:9] == ["roof", "ideal", "i-ratio", "i-roof"]
+    assert rep.total.ideal_roof == "DMA" and doc["total"]["ideal_roof"] == "DMA"
+    assert _cells(table, "node 'conv1' (Conv)")[5:8] == [
+        *shown(conv1.cycles, conv1.ideal_bound),
+        conv1.ideal_roof,
+    ]
+    assert "ideal, i-ratio, i-roof: the bound of the ONNX nodes' least work" in rep.to_text()
+
+
+def _cells(table: list[str], name: str) -> list[str]:
+    """A row's cells after its group's name."""
+    [line] = [t for t in table if t.startswith(name)]
+    return line[len(name) :].split()
 
 
 def test_nem_run_reads_the_model_for_the_ideal_bounds(tmp_path, capsys):

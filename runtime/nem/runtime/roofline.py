@@ -54,7 +54,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from xdsl.ir import Operation, SSAValue
 
@@ -126,6 +126,7 @@ class Group:
     fused: dict[str, None] = field(default_factory=dict)  # ONNX nodes fused into it, in order
     nodes: dict[str, None] = field(default_factory=dict)  # their names: its own, then the fused
     moved: dict[str, int] = field(default_factory=dict)  # bytes by route (`route`)
+    rates: dict[str, dict[Rate, int]] = field(default_factory=dict)  # kind -> its amounts by rate
 
     def add(self, utype: str, w: Work, start: int, end: int, route: str | None = None) -> None:
         self.tasks += 1
@@ -138,6 +139,9 @@ class Group:
         self.spans.add(start, end)
         self.amount[utype] = self.amount.get(utype, 0) + w.amount
         self.work[utype] = self.work.get(utype, 0.0) + w.amount / w.rate
+        at = self.rates.setdefault(utype, {})
+        rate = Rate(w.rate, "B" if route is not None else "MACs" if utype == "NMU" else "elements")
+        at[rate] = at.get(rate, 0) + w.amount
         self.busy[utype] = self.busy.get(utype, 0) + (end - start)
 
 
@@ -282,6 +286,15 @@ def usable_counts(candidates: Iterable[Iterable[tuple[int, str, int]]]) -> dict[
     return counts
 
 
+class Rate(NamedTuple):
+    """A throughput a task was priced at (D-RT-COST, `Work.rate`): `per_cycle`
+    of `of` ("B" a transfer or store moves, an NMU's "MACs", a compute
+    task's "elements") per unit and cycle."""
+
+    per_cycle: int
+    of: str
+
+
 class Tally:
     """What a timed run did, by group; fed by `Scheduler._run`."""
 
@@ -336,6 +349,7 @@ class UnitUse:
     busy: int  # cycles of its tasks, latencies included
     bound: float  # work / units
     utilization: float  # busy / (units x the group's cycles)
+    rates: list[tuple[Rate, int]] = field(default_factory=list)  # amounts by rate, most work first
 
 
 @dataclass
@@ -357,6 +371,7 @@ class Row:
     usable_bound: float = 0.0  # the bound over `Report.usable_units`
     usable_roof: str | None = None
     ideal_bound: float | None = None  # the least work's bound (`ideal_bound`), when asked
+    ideal_roof: str | None = None  # its kind: "DMA" (every transfer unit) or "NMU"
     critical: int = 0  # cycles of the program's critical path in its tasks (`critical_path`)
     critical_by_kind: dict[str, int] = field(default_factory=dict)  # by `critical_path.KINDS`
     moved: dict[str, int] = field(default_factory=dict)  # `Group.moved`, most bytes first
@@ -381,6 +396,7 @@ class Row:
             extra = {
                 "ideal_bound": None if self.ideal_bound is None else round(self.ideal_bound, 3),
                 "ideal_ratio": None if self.ideal_ratio is None else round(self.ideal_ratio, 4),
+                "ideal_roof": self.ideal_roof,
             }
         return extra | {
             "name": self.name,
@@ -409,6 +425,7 @@ class Row:
                     "busy": x.busy,
                     "bound": round(x.bound, 3),
                     "utilization": round(x.utilization, 4),
+                    "rates": [{"rate": r.per_cycle, "of": r.of, "amount": a} for r, a in x.rates],
                 }
                 for u, x in self.units.items()
             },
@@ -432,6 +449,7 @@ def row(
             g.busy[u],
             g.work[u] / n,
             g.busy[u] / (n * taken) if taken else 0.0,
+            sorted(g.rates[u].items(), key=lambda ra: (-ra[1] / ra[0].per_cycle, ra[0])),
         )
     roof = max(uses, key=lambda u: uses[u].bound) if uses else None
     bound = uses[roof].bound if roof is not None else 0.0
@@ -510,7 +528,7 @@ class Report:
             f"{self.device}, units {_counts(self.units)}",
             f"{'group':<34}{'tasks':>7}{'cycles':>10}{'bound':>10}{'ratio':>8}  {'roof':<6}"
             + (f"{'u-bound':>10}{'u-ratio':>8}  " if own else "")
-            + (f"{'ideal':>10}{'i-ratio':>8}  " if self.ideal else "")
+            + (f"{'ideal':>10}{'i-ratio':>8}  {'i-roof':<7}" if self.ideal else "")
             + f"{'binds':<9}"
             + "".join(f"{u:>7}" for u in kinds),
         ]
@@ -527,13 +545,14 @@ class Report:
                 line += f"{bound:>10}{ratio:>8}  "
             if self.ideal:
                 bound, ratio = shown(r.cycles, r.ideal_bound) if r.ideal_bound else ("-", "-")
-                line += f"{bound:>10}{ratio:>8}  "
+                line += f"{bound:>10}{ratio:>8}  {r.ideal_roof or '-':<7}"
             out.append(f"{line}{r.binds:<9}{util}")
         out += [f"{f} fused into {r.name}" for r in self.groups for f in r.fused]
         if self.total.critical:
             out += self.critical_lines()
         if self.total.moved:
             out.append(f"moved: {_routes(self.total.moved)}")
+        out.append(f"throughputs per unit and cycle: {_rates(self.total.units)}")
         if self.groups and all(r.kind != "node" for r in self.groups):
             # A model compiled to `.nem` (nem-compile's default) has no ONNX
             # nodes: its report is loops and segments, one row when it has
@@ -548,7 +567,9 @@ class Report:
             "device's units, to 3 significant digits; ratio: cycles / the bound shown; roof: the",
             "kind of the bound; binds: the most utilized kind if busy half the cycles, else",
             "latency; columns: each unit kind's utilization; moved: the program's transfer and",
-            "store bytes by memory levels, SRC->DST (each group's `moved` in --json)",
+            "store bytes by memory levels, SRC->DST (each group's `moved` in --json);",
+            "throughputs: D-RT-COST's, as the run priced its tasks, with each one's share of",
+            "its kind's work where a kind has several (each group's `rates` in --json)",
         ]
         if self.total.critical:
             out += [
@@ -567,8 +588,9 @@ class Report:
             )
         if self.ideal:
             out.append(
-                "ideal, i-ratio: the bound of the ONNX nodes' least work (the tensors entering and "
-                "leaving the group once, its MACs), and cycles / it"
+                "ideal, i-ratio, i-roof: the bound of the ONNX nodes' least work (the tensors "
+                "entering and leaving the group once, its MACs), cycles / it, and its kind (DMA: "
+                "the bytes over every transfer unit, DMA and sDMA; NMU: the MACs)"
             )
             if not any(r.ideal_bound for r in self.groups) and any(
                 r.kind == "node" for r in self.groups
@@ -584,6 +606,23 @@ def _routes(moved: Mapping[str, int]) -> str:
     """`DDR->L1 1,204,224 B (78%), ...`: bytes by route, each one's share."""
     total = sum(moved.values())
     return ", ".join(f"{r} {n:,} B ({100 * n / total:.0f}%)" for r, n in moved.items())
+
+
+def _rates(units: Mapping[str, UnitUse]) -> str:
+    """`CSTL 256 elements (98%), 32 B (2%); DMA 32 B; NMU 8192 MACs`: the
+    throughputs the run's tasks were priced at, per unit kind; a kind priced
+    at several (an NMU's MACs by input type; a store on a CSTL moves bytes)
+    lists each with its share of the kind's work cycles."""
+    out = []
+    for u, use in units.items():
+        cycles = {r: a / r.per_cycle for r, a in use.rates}
+        total = sum(cycles.values()) or 1.0
+        shares = [
+            f"{r.per_cycle:g} {r.of}" + (f" ({100 * c / total:.0f}%)" if len(cycles) > 1 else "")
+            for r, c in cycles.items()
+        ]
+        out.append(f"{u} {', '.join(shares)}")
+    return "; ".join(out) if out else "-"
 
 
 def _counts(units: Mapping[str, int]) -> str:
@@ -660,11 +699,11 @@ def ideal_bounds(rows: list[tuple[Group, Row]], total: Row, least: Least, price:
             missing = True
             continue
         moved, macs = price.cycles(w)
-        r.ideal_bound = max(moved, macs)
+        r.ideal_bound, r.ideal_roof = max((moved, "DMA"), (macs, "NMU"))
         sums = [sums[0] + moved, sums[1] + macs]
         priced = True
     if priced and not missing:
-        total.ideal_bound = max(sums)
+        total.ideal_bound, total.ideal_roof = max((sums[0], "DMA"), (sums[1], "NMU"))
 
 
 def report(
