@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
@@ -119,11 +120,14 @@ def _cells(table: list[str], name: str) -> list[str]:
     return line[len(name) :].split()
 
 
-def test_nem_run_reads_the_model_for_the_ideal_bounds(tmp_path, capsys):
-    """`nem-run M.nemb --mode timed --roofline --onnx M.onnx`; a model file
+def test_nem_run_reads_the_model_for_the_ideal_bounds(tmp_path, capsys, monkeypatch):
+    """`nem-run M.nemb --mode timed --roofline --onnx M.onnx`, its chart
+    (`--roofline-plot`) marking the same ideal bounds (an outside review,
+    session 53: the chart with `--onnx` was the one without); a model file
     that cannot be read is a diagnostic before the run, not a traceback."""
     from nem.cli.nem_compile import nemb_bytes
     from nem.compile import compile_onnx
+    from nem.runtime import roofline_plot
 
     proto = conv_bn_relu()
     onnx_path, nemb = tmp_path / "conv_bn.onnx", tmp_path / "conv_bn.nemb"
@@ -137,6 +141,16 @@ def test_nem_run_reads_the_model_for_the_ideal_bounds(tmp_path, capsys):
     assert conv1["ideal_bound"] > 0 and conv1["ideal_ratio"] == pytest.approx(
         conv1["cycles"] / conv1["ideal_bound"], rel=1e-3
     )
+    charted: list[float | None] = []
+    monkeypatch.setattr(
+        roofline_plot,
+        "bar_chart_png",
+        lambda rep, path: charted.extend(r.ideal_bound for r in rep.groups),
+    )
+    png = str(tmp_path / "r.png")
+    assert run([str(nemb), *flags, str(onnx_path), "--roofline-plot", png]) == 0
+    drawn = {g["name"]: g["ideal_bound"] for g in json.loads(capsys.readouterr().out)["groups"]}
+    assert charted == pytest.approx(list(drawn.values()), abs=1e-3) and any(charted)
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07garbage")
     assert run([str(nemb), *flags, str(bad)]) == 1
@@ -172,7 +186,23 @@ def test_nem_run_refuses_a_model_the_program_was_not_compiled_from(tmp_path, cap
     changed.CopyFrom(proto)
     changed.graph.node[3].op_type = "Sigmoid"  # relu1, fused into conv1's group
     onnx.save(changed, str(retyped))
-    for model, says in [(other, "is not a node of it"), (retyped, "is a Sigmoid node there")]:
+    # its types or shapes: the ideal bounds would be priced in them (an
+    # outside review, session 53: an f32 model for its f16 program gave
+    # ideal ratios under 1)
+    halved, wider = tmp_path / "f16.onnx", tmp_path / "wider.onnx"
+    onnx.save(_as_f16(proto), str(halved))
+    grown = onnx.ModelProto()
+    grown.CopyFrom(proto)
+    for port in (*grown.graph.input, *grown.graph.output):
+        for d in port.type.tensor_type.shape.dim[2:]:
+            d.dim_value = 32
+    onnx.save(grown, str(wider))
+    for model, says in [
+        (other, "is not a node of it"),
+        (retyped, "is a Sigmoid node there"),
+        (halved, "its 'x' is f16, 1,536 B; the program's buffer x is f32, 3,072 B"),
+        (wider, "its 'x' is f32, 12,288 B; the program's buffer x is f32, 3,072 B"),
+    ]:
         assert run([str(nemb), *flags, str(model)]) == 1
         out, err = capsys.readouterr()
         assert out == "" and "Traceback" not in err
@@ -187,6 +217,19 @@ def test_nem_run_refuses_a_model_the_program_was_not_compiled_from(tmp_path, cap
     assert json.loads(out)["groups"]
     assert run([str(nemb), *flags, str(onnx_path)]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def _as_f16(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """`proto` in float16: its ports and initializers."""
+    from onnx import numpy_helper
+
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    for port in (*out.graph.input, *out.graph.output):
+        port.type.tensor_type.elem_type = TensorProto.FLOAT16
+    for t in out.graph.initializer:
+        t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+    return out
 
 
 def test_a_model_that_names_none_of_the_groups_is_said_so(conv_bn_relu_report):

@@ -628,6 +628,7 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         times.append(time.perf_counter() - t0)
     # files first: a reader that stops early (`| head`) must not lose them
     written = []
+    least = model.of if model is not None else None  # the ideal bounds (--onnx)
     try:
         _write_outputs(interp, outputs)
         if args.trace:
@@ -640,7 +641,7 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
                 s.trace, args.timeline, f"{name} ({args.mode})", args.mode, s.critical_path()
             )
             written.append(f"timeline: {args.timeline}")
-        written += roofline_cli.write_plot(s, args)
+        written += roofline_cli.write_plot(s, args, least)
     except RuntimeError as e:
         print(f"nem-run: error: {e}", file=sys.stderr)
         return 1
@@ -655,7 +656,6 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         for line in written:
             print(line)
     if args.roofline:
-        least = model.of if model is not None else None
         roofline_cli.print_report(s, result, args, least, repeat.to_json() if repeat else None)
     if result.error is not None:
         print(result.error.render(), file=sys.stderr)

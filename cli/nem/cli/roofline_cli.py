@@ -68,13 +68,16 @@ def paths(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(args.roofline_plot, "--roofline-plot")] if args.roofline_plot else []
 
 
-def write_plot(session: Session, args: argparse.Namespace) -> list[str]:
-    """The bar chart (before the text, as nem-run writes every file first)."""
+def write_plot(session: Session, args: argparse.Namespace, least: Least | None = None) -> list[str]:
+    """The bar chart (before the text, as nem-run writes every file first);
+    `least`: the nodes' least work (`least_work`), whose ideal bounds it
+    marks (an outside review, session 53: with `--onnx` the chart had no
+    tick, byte-identical to the one without)."""
     if not args.roofline_plot:
         return []
     from nem.runtime.roofline_plot import bar_chart_png
 
-    bar_chart_png(session.roofline(), args.roofline_plot)
+    bar_chart_png(session.roofline(least), args.roofline_plot)
     return [f"roofline plot: {args.roofline_plot}"]
 
 
@@ -123,6 +126,12 @@ def foreign_model(
     files = {os.path.realpath(f) for f in nodes.values() if os.path.isfile(f)}
     named = f" ({', '.join(sorted(files))})" if files else ""
     fix = "give --onnx the model the program was compiled from"
+    if (port := unlike_port(prog, model)) is not None:
+        return (
+            f"nem-run: error: --onnx {args.onnx} is not the model {args.program} was "
+            f"compiled from{named}: {port}\nfix: {fix}",
+            None,
+        )
     for name, op in nodes:
         theirs = model.op_type(name)
         if theirs != op:
@@ -139,6 +148,26 @@ def foreign_model(
             f"bounds take the shapes of {args.onnx}"
         )
     return None, None
+
+
+def unlike_port(prog: Program, model: NodeTraffic) -> str | None:
+    """How a model input or output differs from the buffer the program
+    holds it in (D-COMPILE-IFACE), its bytes or element type, None where
+    none does: the ideal bounds are priced in the model's types and shapes,
+    so an f32 model given for its f16 program showed ideal ratios under 1
+    (an outside review, session 53).  A port without a buffer (an integer
+    input only shapes read, D-COMPILE-IFACE) is not compared."""
+    for port in model.ports:
+        held = prog.memory.buffers.get(port.buffer)
+        if held is None or port.nbytes is None:
+            continue
+        if held.size != port.nbytes or (held.elem_hint or port.elem) != port.elem:
+            theirs = f"{held.elem_hint or 'untyped'}, {held.size:,} B"
+            return (
+                f"its {port.onnx_name!r} is {port.elem}, {port.nbytes:,} B; the program's "
+                f"buffer {port.buffer} is {theirs}"
+            )
+    return None
 
 
 def print_report(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from nem.frontends.onnx.graph import program_elem_types
+from nem.frontends.onnx.graph import interface_names, program_elem_types
 from nem.frontends.onnx.prepare import user_graph, value_types
 
 PROGRAM_ELEM = program_elem_types()
@@ -47,6 +47,19 @@ class Traffic:
     elem: str | None
 
 
+@dataclass(frozen=True)
+class Port:
+    """A model input or output as the program holds it: its ONNX name, the
+    buffer the importer names it (D-COMPILE-IFACE), its element type and
+    bytes in the program's types (None where it has no static shape or a
+    type the program does not hold)."""
+
+    onnx_name: str
+    buffer: str
+    elem: str | None
+    nbytes: int | None
+
+
 class NodeTraffic:
     """The nodes of one model, asked per group (`of`): built once in time
     linear in the graph; a query costs the group's nodes and their uses."""
@@ -60,6 +73,12 @@ class NodeTraffic:
             for v in n.input:
                 self._users.setdefault(v, set()).add(n.name)
         self._outputs = {o.name for o in m.graph.output}
+        names = interface_names(m.graph)
+        self.ports = [
+            Port(name, buffer, self._elem(name), self._bytes(name))
+            for name, buffer in (*names.inputs, *names.outputs)
+        ]
+        """The model's inputs and outputs (`Port`), in the model's order."""
 
     def op_type(self, name: str) -> str | None:
         """The op type of the model's node `name`, None if it has none."""
