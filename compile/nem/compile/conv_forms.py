@@ -164,8 +164,8 @@ class Form:
             ir.ArrayAttr.get(self.iterator_types()),
             ip=ip,
         )
-        f32 = ir.F32Type.get()
-        a = list(op.regions[0].blocks.append(f32, f32, f32).arguments)
+        elem = ir.MemRefType(out.type).element_type  # the fused group's (one type)
+        a = list(op.regions[0].blocks.append(elem, elem, elem).arguments)
         with ir.InsertionPoint(op.regions[0].blocks[0]):
             linalg.YieldOp([arith.AddFOp(a[2], arith.MulFOp(a[0], a[1]).result).result])
 

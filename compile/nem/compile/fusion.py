@@ -194,7 +194,7 @@ def _build(g: Group) -> ir.Operation:
         *[widen(identity_map(form.rank), n)] * len(outs),
     ]
     iters = ["parallel"] * form.rank + ["reduction"] * len(form.reduction)
-    f32 = ir.F32Type.get()
+    elem = ir.MemRefType(x.type).element_type  # the group's one (`fusion_groups.FUSED_TYPES`)
     with conv.location:
         op = linalg.GenericOp(
             [],
@@ -204,7 +204,7 @@ def _build(g: Group) -> ir.Operation:
             ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{t}>") for t in iters]),
             ip=ir.InsertionPoint(conv),
         )
-        block = op.regions[0].blocks.append(*([f32] * (3 + len(ys) + len(outs))))
+        block = op.regions[0].blocks.append(*([elem] * (3 + len(ys) + len(outs))))
         args = list(block.arguments)
         y_args = args[3 : 3 + len(ys)]
         o_arg = args[3 + len(ys)]

@@ -78,10 +78,19 @@ class Group:
         )
 
 
-def _f32(v: ir.Value) -> bool:
-    return isinstance(v.type, ir.MemRefType) and isinstance(
-        ir.MemRefType(v.type).element_type, ir.F32Type
-    )
+FUSED_TYPES = (ir.F32Type, ir.F16Type)
+"""The element types a fused group's buffers may have, all one of them."""
+
+
+def _elem(v: ir.Value) -> ir.Type | None:
+    """The element type of memref `v` (None: not a memref)."""
+    return ir.MemRefType(v.type).element_type if isinstance(v.type, ir.MemRefType) else None
+
+
+def _typed(v: ir.Value, elem: ir.Type) -> bool:
+    """`v` is a memref of `elem`."""
+    same: bool = _elem(v) == elem
+    return same
 
 
 def _is_bias(op: ir.Operation, out: ir.Value) -> bool:
@@ -136,13 +145,14 @@ def _epilogue(
     if len(outs) != 1 or sum(1 for v in ins if v == prev) != 1:
         return None
     out = outs[0]
+    elem = _elem(prev)  # the convolution's: one type through the chain
     maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
     if str(maps[-1]) != identity_map(RANK) or not all(
-        _f32(v) and ir.MemRefType(v.type).rank == RANK for v in [prev, out]
+        _typed(v, elem) and ir.MemRefType(v.type).rank == RANK for v in [prev, out]
     ):
         return None
     for v, m in zip(ins, maps):  # prev at the identity, the others also broadcast
-        if not _f32(v) or (v == prev and str(m) != identity_map(RANK)):
+        if not _typed(v, elem) or (v == prev and str(m) != identity_map(RANK)):
             return None
         if not _broadcast(ir.AffineMapAttr(m).value, ir.MemRefType(v.type).shape):
             return None
@@ -206,7 +216,13 @@ def widen(m: str, n: int) -> str:
 def conv_group(conv: ir.Operation, form: Form) -> Group | None:
     x, w, o_conv = list(conv.operands)
     o = form.output(conv)
-    if o is None or not whole_buffer(o, conv.block) or not all(_f32(v) for v in (x, w, o_conv)):
+    elem = _elem(x)
+    if (
+        o is None
+        or not whole_buffer(o, conv.block)
+        or not isinstance(elem, FUSED_TYPES)
+        or not all(_typed(v, elem) for v in (w, o_conv, o))
+    ):
         return None
     view = [] if o == o_conv else [owner_op(o_conv)]
     users = [u for u in users_of(o) if all(u != v for v in view)]
