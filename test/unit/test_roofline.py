@@ -17,7 +17,8 @@ import pytest
 from nem.cli.nem_run import run
 from nem.dialect.semantics.cost import Work
 from nem.runtime import NemInterpreter
-from nem.runtime.roofline import LATENCY, Group, Rate, Report, row
+from nem.runtime.roofline import LATENCY, Report, row
+from nem.runtime.roofline_tally import Group, Rate
 
 REPO = Path(__file__).resolve().parents[2]
 CONV = REPO / "examples" / "conv2d_relu.nem"

@@ -15,7 +15,7 @@ import random
 import numpy as np
 import pytest
 
-from nem.runtime.roofline import Busy, line_ranges
+from nem.runtime.roofline_tally import Busy, line_ranges
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("mlir.ir")

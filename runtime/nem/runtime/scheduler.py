@@ -82,7 +82,7 @@ from nem.runtime.task_state import (
 
 if TYPE_CHECKING:
     from nem.runtime.critical_path import Link
-    from nem.runtime.roofline import Tally
+    from nem.runtime.roofline_tally import Tally
     from nem.runtime.trace import TraceEntry
 
 EFFECTS = 1024

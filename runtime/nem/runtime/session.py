@@ -19,7 +19,7 @@ from nem.dialect.device_model import Device
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import ProgramOp
 from nem.dialect.semantics.cost import DEFAULT_PROFILE, Profile
-from nem.runtime import roofline, tensor_io
+from nem.runtime import roofline, roofline_tally, tensor_io
 from nem.runtime import trace as trace_mod
 from nem.runtime.checks import Deadlock, DeadlockError, Race, Unconsumed
 from nem.runtime.critical_path import Segment
@@ -216,7 +216,7 @@ class Session:
             file=program.file,
         )
         if self.sched.timed:
-            self.sched.roofline = roofline.Tally(program.compiled, topo)
+            self.sched.roofline = roofline_tally.Tally(program.compiled, topo)
         self.breakpoints: list[Breakpoint] = []
         self._skip_break: TaskInst | None = None
         self.status = "ready"
@@ -557,7 +557,7 @@ class Session:
             self.sched.total_cycles,
             self.program.name,
             dev.name if dev is not None else "device-agnostic",
-            roofline.usable_counts(p[3] for p in self.sched.placements.values()),
+            roofline_tally.usable_counts(p[3] for p in self.sched.placements.values()),
             self.sched.profile != DEFAULT_PROFILE,
             (least, price) if least is not None else None,
         )
