@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nem.cli.nem_run import run
-from nem.runtime import NemInterpreter, Session
+from nem.runtime import NemInterpreter, Session, critical_path
 from nem.runtime.roofline import Report
 
 REPO = Path(__file__).resolve().parents[2]
@@ -223,6 +223,19 @@ def test_a_stretch_after_its_units_previous_task_is_entered_by_unit(tmp_path):
     assert rep.total.critical_by_kind == {"start": cycles // 2, "unit": cycles // 2}
     half = cycles // 2
     assert f"entered by: unit {half} (50%), start {half} (50%)\n" in rep.to_text()
+    # which group held the unit (an outside review, session 53: `entered by:
+    # unit` named no one)
+    assert critical_path.queued(rep.critical_path) == [(seg_b, seg_a, half)]
+    assert f"queued on a unit: {seg_b} after {seg_a} {half}\n" in rep.to_text()
+
+
+def test_a_path_without_unit_waits_names_no_queue(tmp_path):
+    """A stretch entered by a dependency queued behind no one: no line."""
+    text = HEAD + _at("a", 0, BIG, 0) + _at("s", BIG, TINY, 1) + "wait(s)\n"
+    text += _at("b", 2 * BIG, BIG, 2, ", deps=[a]") + "wait(b)\n"
+    rep, _ = _report(tmp_path, text)
+    assert critical_path.queued(rep.critical_path) == []
+    assert "queued on a unit" not in rep.to_text()
 
 
 def test_a_stretch_after_a_wait_is_entered_by_wait(tmp_path):

@@ -126,13 +126,32 @@ class OnPath(Protocol):
     def critical(self) -> int: ...
 
 
-def lines(groups: Sequence[OnPath], by_kind: dict[str, int]) -> list[str]:
+def queued(path: Sequence[Segment]) -> list[tuple[str, str, int]]:
+    """(group, the group before it, cycles) for each pair where the path
+    enters a stretch of a group's tasks when another group's task ended on
+    their unit (`UNIT`: ready earlier, it queued behind it), the cycles of
+    those stretches summed per pair, most first: which layer held the unit
+    a layer on the path waited for (an outside review, session 53: `entered
+    by: unit` named no one, and its layer's weights had queued behind the
+    layer before's copies)."""
+    behind: dict[tuple[str, str], int] = {}
+    for before, seg in zip(path, path[1:]):
+        if seg.entered_by == UNIT and before.name != seg.name:
+            key = (seg.name, before.name)
+            behind[key] = behind.get(key, 0) + seg.end - seg.start
+    return sorted(((a, b, n) for (a, b), n in behind.items()), key=lambda t: (-t[2], t[0], t[1]))
+
+
+def lines(
+    groups: Sequence[OnPath], by_kind: dict[str, int], path: Sequence[Segment] = ()
+) -> list[str]:
     """The roofline text's lines on the path: the groups it spends most
     cycles in, with their share of the program's cycles (which the path's
     links add up to), what the others on it hold together (an outside
     reading, session 42: a list of the largest alone read as the whole
-    path), what its stretches were entered by, and how many groups it
-    misses."""
+    path), what its stretches were entered by, which groups queued behind
+    which on a unit (`queued`, from the `path`'s segments), and how many
+    groups it misses."""
     most = sorted((r for r in groups if r.critical), key=lambda r: -r.critical)
     total = sum(by_kind.values())
     shares = [f"{r.name} {r.critical} ({r.critical / total:.0%})" for r in most[:SHOWN]]
@@ -140,6 +159,10 @@ def lines(groups: Sequence[OnPath], by_kind: dict[str, int]) -> list[str]:
     if rest:
         shares.append(f"{_groups(len(most) - SHOWN, 'more ')} {rest} ({rest / total:.0%})")
     out = [f"critical path: {total} cycles: " + ", ".join(shares), entered_by(by_kind)]
+    if waits := queued(path):
+        pairs = [f"{a} after {b} {n}" for a, b, n in waits[:SHOWN]]
+        more = f", {len(waits) - SHOWN} more" if len(waits) > SHOWN else ""
+        out.append("queued on a unit: " + ", ".join(pairs) + more)
     off = [r.name for r in groups if not r.critical]
     if off:
         named = ", ".join(off[:SHOWN]) + (", ..." if len(off) > SHOWN else "")

@@ -259,7 +259,7 @@ class Report:
 
     def critical_lines(self) -> list[str]:
         """The text's lines on the critical path (`critical_path.lines`)."""
-        return critical_path.lines(self.groups, self.total.critical_by_kind)
+        return critical_path.lines(self.groups, self.total.critical_by_kind, self.critical_path)
 
     def to_text(self) -> str:
         kinds = self.kinds()
@@ -336,6 +336,11 @@ class Report:
                 "cycles by what each stretch in one group started after (`critical_by_kind`,",
                 "`critical_path` in --json)",
             ]
+            if critical_path.queued(self.critical_path):
+                out += [
+                    "queued on a unit: a group's stretches that started when another group's",
+                    "task freed their unit, and their cycles",
+                ]
         if own:
             out.append(
                 f"u-bound, u-ratio: the bound over the units the program's tasks can run on "
