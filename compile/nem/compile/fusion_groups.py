@@ -17,11 +17,14 @@ from mlir import ir
 
 from nem.compile.conv_forms import FORMS, RANK, Form
 from nem.compile.linalg_ir import (
+    FUSED_TYPES,
     all_parallel,
     body_of,
+    elem_of,
     identity_map,
     map_strings,
     operand_segments,
+    typed,
     users_of,
 )
 from nem.compile.nest_ir import owner_op
@@ -78,21 +81,6 @@ class Group:
         )
 
 
-FUSED_TYPES = (ir.F32Type, ir.F16Type)
-"""The element types a fused group's buffers may have, all one of them."""
-
-
-def _elem(v: ir.Value) -> ir.Type | None:
-    """The element type of memref `v` (None: not a memref)."""
-    return ir.MemRefType(v.type).element_type if isinstance(v.type, ir.MemRefType) else None
-
-
-def _typed(v: ir.Value, elem: ir.Type) -> bool:
-    """`v` is a memref of `elem`."""
-    same: bool = _elem(v) == elem
-    return same
-
-
 def _is_bias(op: ir.Operation, out: ir.Value) -> bool:
     """`op` broadcasts a 1-d buffer over the last dimension of `out`."""
     if op.name != "linalg.generic" or not all_parallel(op):
@@ -145,14 +133,14 @@ def _epilogue(
     if len(outs) != 1 or sum(1 for v in ins if v == prev) != 1:
         return None
     out = outs[0]
-    elem = _elem(prev)  # the convolution's: one type through the chain
+    elem = elem_of(prev)  # the convolution's: one type through the chain
     maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
     if str(maps[-1]) != identity_map(RANK) or not all(
-        _typed(v, elem) and ir.MemRefType(v.type).rank == RANK for v in [prev, out]
+        typed(v, elem) and ir.MemRefType(v.type).rank == RANK for v in [prev, out]
     ):
         return None
     for v, m in zip(ins, maps):  # prev at the identity, the others also broadcast
-        if not _typed(v, elem) or (v == prev and str(m) != identity_map(RANK)):
+        if not typed(v, elem) or (v == prev and str(m) != identity_map(RANK)):
             return None
         if not _broadcast(ir.AffineMapAttr(m).value, ir.MemRefType(v.type).shape):
             return None
@@ -173,13 +161,24 @@ def _epilogue(
     others = [v for v in ins if v != prev]
     for y in others:  # nothing between the convolution and `op` touches an input
         if y in (out,) or any(
-            u.name.startswith("memref.") or _between(u, conv, op) for u in users_of(y)
+            (u.name.startswith("memref.") and not _copied_from(u, y)) or _between(u, conv, op)
+            for u in users_of(y)
         ):
             return None
         owner = owner_op(y)
         if owner is not None and (owner.block != conv.block or not owner.is_before_in_block(conv)):
             return None
     return others, out
+
+
+def _copied_from(u: ir.Operation, y: ir.Value) -> bool:
+    """`u` is a `memref.copy` that only reads `y` (its source, not its
+    target): a residual block's skip, copied into the next convolution's
+    padded input as well as read by the Add (session 53, an outside review:
+    no residual Add fused, and with fusion on the chain rule did not take it
+    either)."""
+    reads: bool = u.name == "memref.copy" and u.operands[0] == y and u.operands[1] != y
+    return reads
 
 
 def _broadcast(m: ir.AffineMap, shape: Sequence[int]) -> bool:
@@ -216,12 +215,12 @@ def widen(m: str, n: int) -> str:
 def conv_group(conv: ir.Operation, form: Form) -> Group | None:
     x, w, o_conv = list(conv.operands)
     o = form.output(conv)
-    elem = _elem(x)
+    elem = elem_of(x)
     if (
         o is None
         or not whole_buffer(o, conv.block)
         or not isinstance(elem, FUSED_TYPES)
-        or not all(_typed(v, elem) for v in (w, o_conv, o))
+        or not all(typed(v, elem) for v in (w, o_conv, o))
     ):
         return None
     view = [] if o == o_conv else [owner_op(o_conv)]
