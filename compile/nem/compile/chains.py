@@ -10,7 +10,8 @@ round trip of the whole tensor per op.
 
 Before the tile plans (`fuse_chains`, on the bufferized function, in
 `nem.compile.transform.tile_module`), a producer E1 and its consumer E2,
-both elementwise (all loops parallel, one output of identity map, f32,
+both elementwise (all loops parallel, one output of identity map, f32 or
+f16, one type throughout,
 bodies of the ops the lowering raises as an elementwise tree) where E1's
 output is an allocation that E2 alone reads (at identity maps), become one
 `linalg.generic` at E2's place: E1's inputs and E2's other inputs (each
@@ -24,7 +25,7 @@ maps reading its output) is left to it; a fused chain after a convolution
 (a BatchNormalization and its Relu) is one epilogue of it, whose tree's
 scratch the fused tile's L1 measure counts.
 
-Exact: every element is computed by the same f32 ops on the same values
+Exact: every element is computed by the same ops (in their own type) on the same values
 in the same order; only where the intermediate lives changes.  A producer
 whose output has another reader (a concatenation's copy, a graph output,
 a second layer) is not fused: the chain ends before it (its value must be
@@ -39,12 +40,15 @@ from mlir.dialects import linalg
 from nem.compile.conv_forms import conv_output
 from nem.compile.hoist import VIEWS, root_of
 from nem.compile.linalg_ir import (
+    FUSED_TYPES,
     all_parallel,
     body_of,
     clone_ops,
+    elem_of,
     identity_map,
     map_strings,
     operand_segments,
+    typed,
     users_of,
 )
 from nem.compile.nest_ir import owner_op
@@ -52,21 +56,23 @@ from nem.passes.lowering.nest_analysis import BINARY, UNARY
 
 RAISED = frozenset(BINARY) | frozenset(UNARY)
 """Body ops of the elementwise trees the lowering raises (D-LOW-RAISE), on
-f32 values only (`_elementwise`): a composition of them is again such a
-tree.  Bodies with other ops (compares and selects, casts, integer ops)
+values of one type of `FUSED_TYPES` only (`_elementwise`): a composition of
+them is again such a tree.  Bodies with other ops (compares and selects, casts, integer ops)
 are not fused, so that a fused op is never an escape-hatch kernel where
 its parts were raised."""
 
 
 def _elementwise(op: ir.Operation) -> bool:
     """`op` is a `linalg.generic` the fusion takes: all loops parallel, one
-    f32 output at the identity map whose old value the body does not read,
+    output at the identity map whose old value the body does not read,
     inputs at identity or broadcast maps, a body of one or more `RAISED`
-    ops on f32 values."""
+    ops, every buffer and value of one type of `FUSED_TYPES` (f32; f16
+    since session 53)."""
     if op.name != "linalg.generic" or not all_parallel(op):
         return False
     ins, outs = operand_segments(op)
-    if len(outs) != 1 or not all(_f32(v) for v in [*ins, *outs]):
+    elem = elem_of(outs[0]) if len(outs) == 1 else None
+    if not isinstance(elem, FUSED_TYPES) or not all(typed(v, elem) for v in ins):
         return False
     maps = map_strings(op)
     if maps[-1] != identity_map(ir.MemRefType(outs[0].type).rank):
@@ -83,7 +89,7 @@ def _elementwise(op: ir.Operation) -> bool:
     return all(
         o.name in RAISED
         and len(o.regions) == 0
-        and all(isinstance(v.type, ir.F32Type) for v in [*o.operands, *o.results])
+        and all(v.type == elem for v in [*o.operands, *o.results])
         for o in body[:-1]
     )
 
@@ -99,12 +105,6 @@ def _tree_map(m: ir.AffineMap, v: ir.Value) -> bool:
         elif not (isinstance(e, ir.AffineConstantExpr) and e.value == 0 and size == 1):
             return False
     return len(m.results) == len(shape)
-
-
-def _f32(v: ir.Value) -> bool:
-    return isinstance(v.type, ir.MemRefType) and isinstance(
-        ir.MemRefType(v.type).element_type, ir.F32Type
-    )
 
 
 def _consumer(op: ir.Operation, epilogues: bool) -> ir.Operation | None:

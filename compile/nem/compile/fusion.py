@@ -194,7 +194,7 @@ def _build(g: Group) -> ir.Operation:
         *[widen(identity_map(form.rank), n)] * len(outs),
     ]
     iters = ["parallel"] * form.rank + ["reduction"] * len(form.reduction)
-    elem = ir.MemRefType(x.type).element_type  # the group's one (`fusion_groups.FUSED_TYPES`)
+    elem = ir.MemRefType(x.type).element_type  # the group's one (`linalg_ir.FUSED_TYPES`)
     with conv.location:
         op = linalg.GenericOp(
             [],

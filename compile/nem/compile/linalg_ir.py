@@ -8,6 +8,23 @@ from __future__ import annotations
 
 from mlir import ir
 
+FUSED_TYPES = (ir.F32Type, ir.F16Type)
+"""The element types a fused op's buffers may have, all one of them (a
+convolution's group, D-COMPILE-FUSE-L1; an elementwise chain,
+D-COMPILE-FUSE-CHAIN): each fused op is the unfused ones' in their own
+type, so fusing any one float type is as exact as f32 (session 53)."""
+
+
+def elem_of(v: ir.Value) -> ir.Type | None:
+    """The element type of memref `v` (None: not a memref)."""
+    return ir.MemRefType(v.type).element_type if isinstance(v.type, ir.MemRefType) else None
+
+
+def typed(v: ir.Value, elem: ir.Type | None) -> bool:
+    """`v` is a memref of `elem`."""
+    same: bool = elem_of(v) == elem
+    return same
+
 
 def operand_segments(op: ir.Operation) -> tuple[list[ir.Value], list[ir.Value]]:
     """A linalg op's (inputs, outputs); every operand an output for an op
