@@ -21,7 +21,8 @@ pytest.importorskip("mlir.ir")
 from import_runs import case_id, check_model, check_single_op, reference_outputs  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
-from nem.compile.check import onnxruntime_run  # noqa: E402
+from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
+from nem.compile.reference import execute  # noqa: E402
 from nem.frontends.onnx import OnnxImportError, import_onnx, light_cnns, samples  # noqa: E402
 
 
@@ -48,6 +49,44 @@ def test_interface_is_the_models():
     )
     assert "linalg.conv_2d_nhwc_hwcf" in text
     assert "tensor<1x16x16x3xf32>" in text or "tensor<1x18x18x3xf32>" in text
+
+
+def test_a_folded_batchnorms_epsilon_is_read():
+    """A BatchNormalization of epsilon 1e-3 folded into its Conv: the fold
+    reads `epsilon` (an outside review, session 53: the importer refused it
+    as an attribute it does not implement, D-COMPILE-ATTRS, though the fold
+    had applied it; only the simplifier, folding first, hid that)."""
+    rng = np.random.default_rng(4)
+
+    def const(name, *shape, lo=-0.5):
+        return helper.make_tensor(
+            name, TensorProto.FLOAT, shape, rng.uniform(lo, 0.5, shape).astype(np.float32)
+        )
+
+    inits = [const("w", 6, 4, 3, 3), const("s", 6), const("b", 6), const("m", 6)]
+    inits.append(const("v", 6, lo=0.001))  # a small variance: epsilon counts
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "BatchNormalization", ["c", "s", "b", "m", "v"], ["y"], name="bn", epsilon=1e-3
+        ),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 9, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    # without the simplifier, which folds the BatchNormalization itself
+    im = import_onnx(model, simplify=False)
+    assert str(im.module).count("linalg.conv_2d_nhwc_hwcf") == 1
+    assert not any("bn" in name for name in im.weights)  # folded into the Conv's
+    inputs = samples.random_inputs(model, 0)
+    args = [inputs[p.onnx_name] for p in im.inputs] + list(im.weights.values())
+    [got] = execute(str(im.module), im.func_name, args, [(p.shape, p.dtype) for p in im.outputs])
+    assert max_violation(got, onnxruntime_run(model, inputs)["y"]) <= 1.0
 
 
 def test_batchnorm_folded_into_conv():

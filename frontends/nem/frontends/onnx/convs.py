@@ -530,7 +530,13 @@ def _transpose_pads(
 
 def batchnorm(imp: Importer, node: Node) -> None:
     if node.index in imp.bn_folds.values():
-        node.read_elsewhere()  # folded into the producing Conv, which read them
+        # folded into the producing Conv (`_folded_weights`), which read its
+        # parameters and `epsilon` off the node's proto: the same reads here,
+        # so that D-COMPILE-ATTRS sees `epsilon` read (an outside review,
+        # session 53: a folded BatchNormalization of epsilon 1e-3 was refused
+        # as an attribute the importer does not implement)
+        node.read_elsewhere()
+        _batchnorm_consts(imp, node)
         return
     x = imp.tensor(node.input(0))
     sc = _batchnorm_consts(imp, node)
