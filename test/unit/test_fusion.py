@@ -393,6 +393,21 @@ def test_a_depthwise_conv_read_by_a_grouped_one_is_fused():
     assert plain - fused >= 4 * N * 4, (fused, plain)
 
 
+def test_an_f16_groups_tile_is_measured_in_two_byte_elements():
+    """Whether an epilogue fits beside a convolution's tile was measured at
+    four bytes an element whatever the type: an f16 3x3 convolution of 128
+    channels at 28x28, whose tiles the f16 plan makes larger, left its Relu
+    unfused where the f32 one fused it (ResNet-50's f16 copy: 24 Relus and
+    10 Sums a group of their own, session 53)."""
+    from roofline_models import timed_session
+
+    for dtype in (np.float32, np.float16):
+        model = _model("relu", c=128, f=128, hw=28, dtype=dtype)
+        session, _ = timed_session(model, "wide")
+        groups = {r.name: r.fused for r in session.roofline().groups}
+        assert groups["node 'conv' (Conv)"] == ["node 'relu' (Relu)"], (dtype, groups)
+
+
 def _residual_block(c: int = 16, hw: int = 12):
     """x -> Conv+bias -> Relu (r0) -> Conv+bias -> Relu -> Conv+bias (c2) ->
     Add(c2, r0) -> Relu: a residual block whose skip r0 is also the next

@@ -65,11 +65,17 @@ and dilations, its weight's shape, each epilogue's count of other inputs,
 and which outputs are copied out (`keep`)."""
 
 
+def _width(g: Group) -> int:
+    """Bytes of an element of the group's one type (f32 4, f16 2)."""
+    width: int = ir.MemRefType(g.conv.operands[1].type).element_type.width // 8
+    return width
+
+
 def _tile_bytes(g: Group, sizes: Sequence[int], tiles: int, bias: int) -> int:
     """Bytes of a convolution's tile of `sizes` (n, oh, ow, the output
     channels' loops, whole reduction): its input window, weights, `tiles`
-    output-sized tiles and `bias` bias slices (the tiling's footprint model:
-    D-COMPILE-TILES counts the output twice)."""
+    output-sized tiles and `bias` bias slices, in the group's element size
+    (the tiling's footprint model: D-COMPILE-TILES counts the output twice)."""
     conv = g.conv
     kh, kw, c = g.form.kernel(conv.operands[1])
     s = [int(v) for v in ir.DenseIntElementsAttr(conv.attributes["strides"])]
@@ -78,7 +84,7 @@ def _tile_bytes(g: Group, sizes: Sequence[int], tiles: int, bias: int) -> int:
     f = math.prod(sizes[3 : g.form.rank])
     window = n * ((oh - 1) * s[0] + (kh - 1) * d[0] + 1) * ((ow - 1) * s[1] + (kw - 1) * d[1] + 1)
     cin = g.form.input_channels(list(sizes), c)
-    return 4 * (window * cin + kh * kw * c * f + tiles * n * oh * ow * f + bias * f)
+    return _width(g) * (window * cin + kh * kw * c * f + tiles * n * oh * ow * f + bias * f)
 
 
 def _fitting(g: Group, sizes: list[int], budget: int) -> Group | None:
@@ -95,7 +101,7 @@ def _fitting(g: Group, sizes: list[int], budget: int) -> Group | None:
     if _tile_bytes(g, [1] * g.form.rank, 2, 1) * 2 > budget:
         return None
     kh, kw, c = g.form.kernel(g.conv.operands[1])
-    if 4 * kh * kw * c * math.prod(sizes[3 : g.form.rank]) * 2 < budget:
+    if _width(g) * kh * kw * c * math.prod(sizes[3 : g.form.rank]) * 2 < budget:
         return g
     room = max(budget, _tile_bytes(g, sizes, 2, 0))
     for n in range(len(g.epilogues), 0, -1):
