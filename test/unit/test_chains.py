@@ -51,6 +51,11 @@ def _model(second_reader: bool = False, dtype: type = np.float32):
         nodes.append(helper.make_node("Add", ["r", "m"], ["q"], name="residual"))
         last = "q"
     nodes.append(helper.make_node("Conv", [last, "w", "b"], ["y"], name="conv", pads=[1] * 4))
+    return _graph(nodes, inits, elem)
+
+
+def _graph(nodes, inits, elem):
+    """The model of `nodes` from x (1 x C x HW x HW) to y, in element type `elem`."""
     g = helper.make_graph(
         nodes,
         "g",
@@ -132,6 +137,32 @@ def test_an_f16_chain_is_one_op_as_an_f32_one():
     fused_bytes, plain_bytes, fused_cycles, plain_cycles = _same_bits(model)
     assert plain_bytes - fused_bytes >= 4 * N * 2, (fused_bytes, plain_bytes)
     assert fused_cycles < plain_cycles, (fused_cycles, plain_cycles)
+
+
+def test_an_f16_batchnorm_computed_wide_chains_with_its_relu():
+    """An f16 BatchNormalization is computed in f32 and rounded once
+    (D-COMPILE-F16: `extf`, its f32 scale and shift, `truncf`); with the
+    Relu after it, one op (DenseNet-121's f16 copy kept 62 of each as
+    groups of their own, session 53), raised, bit-identical to the
+    unfused program."""
+    rng = np.random.default_rng(5)
+
+    def init(name, *shape, lo=-1.0):
+        return numpy_helper.from_array(rng.uniform(lo, 1, shape).astype(np.float16), name)
+
+    inits = [init("g", C), init("b", C), init("m", C), init("v", C, lo=0.5)]
+    inits += [init("w", 16, C, 3, 3), init("c", 16)]
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["n"], name="bn"),
+        helper.make_node("Relu", ["n"], ["r"], name="relu"),
+        helper.make_node("Conv", ["r", "w", "c"], ["y"], name="conv", pads=[1] * 4),
+    ]
+    model = _graph(nodes, inits, helper.np_dtype_to_tensor_dtype(np.dtype(np.float16)))
+    fused, bodies = _bodies(model)
+    assert fused == 1
+    assert ["arith.extf", "arith.mulf", "arith.addf", "arith.truncf", "arith.maximumf"] in bodies
+    fused_bytes, plain_bytes, *_ = _same_bits(model)
+    assert plain_bytes - fused_bytes >= 2 * N * 2, (fused_bytes, plain_bytes)
 
 
 def test_a_value_with_a_second_reader_ends_no_chain_through_it():

@@ -48,7 +48,6 @@ from nem.compile.linalg_ir import (
     identity_map,
     map_strings,
     operand_segments,
-    typed,
     users_of,
 )
 from nem.compile.nest_ir import owner_op
@@ -62,17 +61,27 @@ are not fused, so that a fused op is never an escape-hatch kernel where
 its parts were raised."""
 
 
+CASTS = frozenset({"arith.extf", "arith.truncf"})
+"""The casts of an f16 op computed in f32 and rounded once (D-COMPILE-F16),
+raised as `cast` tasks in its tree (D-LOW-RAISE)."""
+
+
 def _elementwise(op: ir.Operation) -> bool:
     """`op` is a `linalg.generic` the fusion takes: all loops parallel, one
     output at the identity map whose old value the body does not read,
     inputs at identity or broadcast maps, a body of one or more `RAISED`
-    ops, every buffer and value of one type of `FUSED_TYPES` (f32; f16
-    since session 53)."""
+    ops, its output of a type of `FUSED_TYPES` (f32; f16 since session 53)
+    and every other buffer and value of that type, or, for f16, f32 between
+    an `extf` and a `truncf` (an op computed wide and rounded once,
+    D-COMPILE-F16: an f16 BatchNormalization, its scale and shift in f32)."""
     if op.name != "linalg.generic" or not all_parallel(op):
         return False
     ins, outs = operand_segments(op)
     elem = elem_of(outs[0]) if len(outs) == 1 else None
-    if not isinstance(elem, FUSED_TYPES) or not all(typed(v, elem) for v in ins):
+    if not isinstance(elem, FUSED_TYPES):
+        return False
+    wide = {elem, ir.F32Type.get()} if isinstance(elem, ir.F16Type) else {elem}
+    if not all(elem_of(v) in wide for v in ins):
         return False
     maps = map_strings(op)
     if maps[-1] != identity_map(ir.MemRefType(outs[0].type).rank):
@@ -83,13 +92,16 @@ def _elementwise(op: ir.Operation) -> bool:
     body = [o.operation for o in block.operations]
     if len(body) < 2 or body[-1].name != "linalg.yield" or len(body[-1].operands) != 1:
         return False  # (a copy, D-LOW-GENERIC-COPY, may transpose: not a tree's operand)
+    if body[-1].operands[0].type != elem:
+        return False
     attrs = ir.ArrayAttr(op.attributes["indexing_maps"])
     if not all(_tree_map(ir.AffineMapAttr(m).value, v) for m, v in zip(attrs, ins)):
         return False
+    ops = RAISED | (CASTS if len(wide) > 1 else frozenset())
     return all(
-        o.name in RAISED
+        o.name in ops
         and len(o.regions) == 0
-        and all(v.type == elem for v in [*o.operands, *o.results])
+        and all(v.type in wide for v in [*o.operands, *o.results])
         for o in body[:-1]
     )
 
