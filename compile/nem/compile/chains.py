@@ -11,7 +11,8 @@ round trip of the whole tensor per op.
 Before the tile plans (`fuse_chains`, on the bufferized function, in
 `nem.compile.transform.tile_module`), a producer E1 and its consumer E2,
 both elementwise (all loops parallel, one output of identity map, f32 or
-f16, one type throughout,
+f16, one type throughout but for an f16 op computed in f32 between an
+`extf` and a `truncf`,
 bodies of the ops the lowering raises as an elementwise tree) where E1's
 output is an allocation that E2 alone reads (at identity maps), become one
 `linalg.generic` at E2's place: E1's inputs and E2's other inputs (each
@@ -55,9 +56,10 @@ from nem.passes.lowering.nest_analysis import BINARY, UNARY
 
 RAISED = frozenset(BINARY) | frozenset(UNARY)
 """Body ops of the elementwise trees the lowering raises (D-LOW-RAISE), on
-values of one type of `FUSED_TYPES` only (`_elementwise`): a composition of
-them is again such a tree.  Bodies with other ops (compares and selects, casts, integer ops)
-are not fused, so that a fused op is never an escape-hatch kernel where
+values of one type of `FUSED_TYPES` only, or f32 inside an f16 op's
+`CASTS` (`_elementwise`): a composition of them is again such a tree.
+Bodies with other ops (compares and selects, other casts, integer ops) are
+not fused, so that a fused op is never an escape-hatch kernel where
 its parts were raised."""
 
 
