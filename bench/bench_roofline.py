@@ -3,6 +3,7 @@ baseline of its "Numbers"):
 
   python bench/bench_roofline.py [--device npm_pro_x1] [--models mlp,cnn,...]
                                  [--dtypes f32,f16] [--cnns squeezenet,resnet50]
+                                 [--cnn-dtypes f32,f16]
                                  [--groups 3] [--json FILE] [--tune SECONDS]
                                  [--split-units] [--per-node]
 
@@ -28,7 +29,9 @@ end, so these ratios are not comparable with the figures of earlier
 sessions).  Models: the project's
 samples (`nem.frontends.onnx.samples`) in each `--dtypes`, then the light
 CNNs named by `--cnns` (`onnx/backend/test/data/light/light_<name>.onnx`;
-none by default: ResNet-50 takes minutes of CPU).  Cycles depend on the
+none by default: ResNet-50 takes minutes of CPU), as shipped and, with
+`--cnn-dtypes f32,f16` (or `f16`), their float16 copies
+(`light_cnns.f16_copy`: what issue 35's f16 figures ran).  Cycles depend on the
 program only, not on the inputs: the buffers keep their zeros.
 
 Baseline (one run, 2026-11-28, npm_pro_x1; docs/compile.md has the table):
@@ -274,6 +277,13 @@ def main() -> None:
         "--cnns", type=light_cnns.names, default="", help="light CNNs, e.g. squeezenet,resnet50"
     )
     p.add_argument(
+        "--cnn-dtypes",
+        type=light_cnns.dtypes,
+        default="f32",
+        help="the light CNNs as shipped (f32) and/or their f16 copies "
+        "(light_cnns.f16_copy), e.g. f32,f16",
+    )
+    p.add_argument(
         "--groups",
         type=int,
         default=3,
@@ -315,7 +325,13 @@ def main() -> None:
         for dtype in args.dtypes
     ]
     if args.cnns:
-        todo += [(name, str(light_cnns.path(name))) for name in args.cnns]
+        todo += [
+            (name, str(light_cnns.path(name)))
+            if dtype == "f32"
+            else (f"{name} {dtype}", light_cnns.f16_copy(name))
+            for name in args.cnns
+            for dtype in args.cnn_dtypes
+        ]
     for label, model in todo:
         rows.append(
             measure(

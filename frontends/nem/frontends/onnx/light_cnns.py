@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from nem.frontends.onnx import samples
+from nem.frontends.onnx.prepare import TARGET_OPSET
 
 NAMES = (
     "bvlc_alexnet",
@@ -44,9 +45,48 @@ names = samples.listed(NAMES, "a light model", "onnx ships")
 """`--cnns`/`--models` of the benches that run the light CNNs (`samples.listed`)."""
 
 
+dtypes = samples.listed(("f32", "f16"), "a light-model dtype", "the light models come in")
+"""`--cnn-dtypes` of `bench_roofline.py`: as shipped, or their `f16_copy`."""
+
+
 def path(name: str) -> Path:
     """The model file of one of `NAMES`."""
     return directory() / f"light_{name}.onnx"
+
+
+def f16_copy(name: str) -> onnx.ModelProto:
+    """The model in float16: upgraded to `TARGET_OPSET` (onnx's version
+    converter, as the importer upgrades it; the light models' opsets 3-9
+    take no float16 in some of their ops), then every float32 initializer,
+    Constant/attribute tensor, graph input and output cast to float16, the
+    intermediate types left to shape inference.  What the f16 figures of
+    issue 35 ran (`bench_roofline.py --cnn-dtypes f16`): the same network
+    computed in f16 on the device's f16 units.  Its constant weights
+    overflow float16 in places (SqueezeNet's conv10 gives inf here and in
+    onnxruntime alike), so its outputs are for comparing programs, not
+    onnx's expected output."""
+    from onnx import numpy_helper, version_converter
+
+    m = version_converter.convert_version(onnx.load(str(path(name))), TARGET_OPSET)
+    g = m.graph
+    f32, f16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
+
+    def cast(t: onnx.TensorProto) -> None:
+        if t.data_type == f32:
+            a = numpy_helper.to_array(t).astype(np.float16)
+            t.CopyFrom(numpy_helper.from_array(a, t.name))
+
+    for t in g.initializer:
+        cast(t)
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                cast(a.t)
+    for v in (*g.input, *g.output):
+        if v.type.tensor_type.elem_type == f32:
+            v.type.tensor_type.elem_type = f16
+    del g.value_info[:]  # float32 there: inferred again
+    return m
 
 
 def rtol(name: str) -> float:
