@@ -50,8 +50,8 @@ def timed_session(model, label):
 
 
 def conv_bn_relu():
-    """x 1x3x16x16, Conv 3 to 8, BatchNormalization, Relu, Conv 8 to 8, Relu
-    (the last writes the graph output: not fused, its own group)."""
+    """x 1x3x16x16, Conv 3 to 8, BatchNormalization, Relu, Conv 8 to 8
+    without a bias, Relu (fused into it since session 54, D-COMPILE-FUSE-L1)."""
     return small_model(
         "conv_bn",
         [("x", [1, 3, 16, 16])],
@@ -67,3 +67,19 @@ def conv_bn_relu():
         [("C1", (8, 3, 3, 3)), ("g", (8,)), ("b", (8,)), ("m", (8,)), ("v0", (8,))]
         + [("C2", (8, 8, 3, 3))],
     )
+
+
+def conv_bn_pool():
+    """`conv_bn_relu` ending in a 2x2 MaxPool instead of the last Relu: a
+    node of another op type, a group of its own (the Relu is fused into the
+    Conv before it since session 54)."""
+    model = conv_bn_relu()
+    g = model.graph
+    last = g.node[len(g.node) - 1]
+    last.CopyFrom(
+        helper.make_node("MaxPool", ["c2"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2])
+    )
+    g.output[0].CopyFrom(
+        helper.make_tensor_value_info("y", g.output[0].type.tensor_type.elem_type, [1, 8, 8, 8])
+    )
+    return model

@@ -32,6 +32,7 @@ def _model(
     hw: int = 12,
     group: int = 1,
     dtype: type = np.float32,
+    bias: bool = True,
 ):
     """x (1 x c x hw x hw; 1x8x12x12) -> 3x3 Conv with bias (f = 16
     channels, padding 1) -> `tail`:
@@ -43,17 +44,16 @@ def _model(
     (a 1x1 Conv with bias in 4 groups, reading the Conv's output through
     the view that splits its channels) or "none";
     `group` > 1: a grouped Conv (depthwise with `group` = c = f); `dtype`:
-    every tensor's (float32 or float16)."""
+    every tensor's (float32 or float16); `bias`: False, the Convs have none."""
     rng = np.random.default_rng(0)
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
     def init(name, *shape):
         return numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(dtype), name)
 
-    inits = [init("w", f, c // group, 3, 3), init("b", f)]
-    nodes = [
-        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1] * 4, group=group)
-    ]
+    inits = [init("w", f, c // group, 3, 3), init("b", f)][: 2 if bias else 1]
+    xwb = ["x", "w", "b"][: 3 if bias else 2]
+    nodes = [helper.make_node("Conv", xwb, ["c"], name="conv", pads=[1] * 4, group=group)]
     if tail == "bn_clip":  # conv -> c0, BatchNormalization -> c, then the Clip
         inits += [init(n, f) for n in ("g", "beta", "mean")]
         inits.append(numpy_helper.from_array(rng.uniform(0.5, 1.5, f).astype(dtype), "var"))
@@ -69,9 +69,9 @@ def _model(
         inits += [numpy_helper.from_array(np.array(v, dtype), n) for n, v in (("lo", 0), ("hi", 6))]
         nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"], name="clip"))
     elif tail == "add_relu":
-        inits += [init("w2", f, c, 1, 1), init("b2", f)]
+        inits += [init("w2", f, c, 1, 1), init("b2", f)][: 2 if bias else 1]
         nodes += [
-            helper.make_node("Conv", ["x", "w2", "b2"], ["d"], name="down"),
+            helper.make_node("Conv", ["x", "w2", "b2"][: 3 if bias else 2], ["d"], name="down"),
             helper.make_node("Add", ["c", "d"], ["s"], name="add"),
             helper.make_node("Relu", ["s"], ["y"], name="relu"),
         ]
@@ -152,6 +152,32 @@ def test_an_f16_convolution_is_fused_as_an_f32_one(tail, passes, group):
     model = _model(tail, c=c, group=group, dtype=np.float16)
     fused, plain = _same_bits(model)
     assert plain - fused >= passes * N * 2, (fused, plain)
+
+
+@pytest.mark.parametrize(
+    "tail, group, dtype",
+    [
+        ("relu", 1, np.float32),
+        ("add_relu", 1, np.float32),
+        ("bn_relu", 1, np.float16),
+        ("relu", 16, np.float32),
+    ],
+)
+def test_a_conv_without_bias_is_fused_from_its_fill(tail, group, dtype):
+    """A Conv without a bias starts from the fill of its output with zero
+    as one with a bias starts from the bias broadcast: the fill runs on the
+    tile in L1 and the epilogues after it (session 54, an outside review of
+    session 53: a Conv without a bias fused nothing, each epilogue a pass
+    of its own over DDR).  Bit-identical to the unfused program under
+    random schedules (the same zero, then the same products in the same
+    order); the output passes through DDR twice less (the convolution's
+    write, the epilogue's read: unfused, the zero fill is forwarded into the
+    convolution already, D-LOW-FILL-FORWARD)."""
+    c = 16 if group > 1 else 8
+    model = _model(tail, c=c, group=group, dtype=dtype, bias=False)
+    assert all(len(n.input) == 2 for n in model.graph.node if n.op_type == "Conv")
+    fused, plain = _same_bits(model)
+    assert plain - fused >= 2 * N * np.dtype(dtype).itemsize, (fused, plain)
 
 
 def _after_convs(text: str) -> list[list[str]]:

@@ -2,7 +2,9 @@
 elementwise epilogues run on the tile while it is in L1.
 
 The importer gives an ONNX Conv with a bias as a broadcast of the bias into
-the output buffer O followed by the convolution accumulating into O; the
+the output buffer O followed by the convolution accumulating into O (one
+without a bias: a fill of O with zero, the scalar then standing for the
+bias below, read at no index); the
 ONNX Relu (Clip, residual Add; a BatchNormalization and its Relu, one op
 by D-COMPILE-FUSE-CHAIN, its scale and shift broadcast per channel) after
 it is an elementwise `linalg.generic` reading O into a buffer P of its
@@ -26,7 +28,8 @@ into (D-COMPILE-L1, `epilogue_steps`), with tile sizes that
 never split the reduction: every tile of F computes final sums.  After
 tiling (`finish`) each tile of F becomes, on its L1 buffers,
 
-    broadcast of the bias tile into O's tile  (instead of O's read-back)
+    broadcast of the bias tile into O's tile  (instead of O's read-back;
+                                              a Conv without a bias: the fill)
     the named convolution into O's tile       (as C's tile computed it)
     E1 .. Ek on the tile, each into its P's tile (no read-back of P)
 
@@ -189,13 +192,16 @@ def _build(g: Group) -> ir.Operation:
         ]
         ident = identity_map(RANK)
         outs = [o, *(form.split(v, ident, ip, groups)[0] for v in outs[1:])]
-        b, _ = form.split(g.bias.operands[0], "affine_map<(d0, d1, d2, d3) -> (d3)>", ip, groups)
+        if g.filled():
+            b = g.start()  # (a scalar: read at no index)
+        else:
+            b, _ = form.split(g.start(), "affine_map<(d0, d1, d2, d3) -> (d3)>", ip, groups)
     ys = [y for y, _ in split]
     n = form.loops
     maps = [
         form.input_map(s, d),
         form.weight_map(),
-        form.channel_map(n),
+        _scalar_map(n) if g.filled() else form.channel_map(n),
         *[widen(m, n) for _, m in split],
         *[widen(identity_map(form.rank), n)] * len(outs),
     ]
@@ -236,6 +242,11 @@ def _build(g: Group) -> ir.Operation:
         }
     )
     return op.operation
+
+
+def _scalar_map(n: int) -> str:
+    """The map of a scalar operand over `n` loops (a fill's constant)."""
+    return f"affine_map<({', '.join(f'd{i}' for i in range(n))}) -> ()>"
 
 
 def _init(bias: ir.Value, out: ir.Value, reduction: tuple[int, ...]) -> ir.Value:
@@ -321,7 +332,11 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
         for v in outs:  # O's tile starts from the bias, each P's is written whole
             for c in _copies(v)[0]:
                 _erase_copy(c, 0)
-        _generic([b], outs[0], [form.channel_map(form.rank)], ip, _yield_first)
+        if isinstance(b.type, ir.MemRefType):
+            _generic([b], outs[0], [form.channel_map(form.rank)], ip, _yield_first)
+        else:  # (no bias: the unfused program's fill, on the tile)
+            with ip:
+                linalg.fill(b, outs=[outs[0]])
         if form.grouped:  # (as the tiling generalizes the unfused one's)
             form.generic_conv(x, w, outs[0], map_strings(t)[:2], ip)
         else:

@@ -1,8 +1,8 @@
 """Which convolution and epilogues form one fused group (D-COMPILE-FUSE-L1):
 the analysis of `nem.compile.fusion`, apart from its rewrite.
 
-A group is a bias broadcast, the convolution accumulating into its output
-and up to MAX_EPILOGUES elementwise ops reading that output (a
+A group is a bias broadcast (or, without a bias, the fill of the output
+with zero), the convolution accumulating into its output and up to MAX_EPILOGUES elementwise ops reading that output (a
 BatchNormalization's scale and shift, a ReLU or clip, a residual add),
 each only read elsewhere, so the tile can run them while it is in L1
 (`find_groups`; `fusion.fuse` rewrites each group into one op).
@@ -39,6 +39,8 @@ class Group:
     elementwise ops fused after it (`find_groups`)."""
 
     bias: ir.Operation
+    """The op the output starts from: the bias broadcast, or for a
+    convolution without a bias the `linalg.fill` of a constant (its zero)."""
     conv: ir.Operation
     form: Form
     out: ir.Value
@@ -49,6 +51,16 @@ class Group:
     """Each epilogue's inputs besides the previous result, in order."""
     prevs: list[ir.Value]
     """Each epilogue's input that the chain computes (O, P1, ..)."""
+
+    def start(self) -> ir.Value:
+        """What the output starts from: the 1-d bias, or the fill's scalar."""
+        start: ir.Value = self.bias.operands[0]
+        return start
+
+    def filled(self) -> bool:
+        """Whether the output starts from a fill's scalar (no bias)."""
+        filled: bool = self.bias.name == "linalg.fill"
+        return filled
 
     def outputs(self) -> list[ir.Value]:
         """O, P1, .., Pk."""
@@ -93,6 +105,26 @@ def _is_bias(op: ir.Operation, out: ir.Value) -> bool:
     body = list(body_of(op).operations)
     copies: bool = len(body) == 1 and body[0].operands[0] == body_of(op).arguments[0]
     return copies
+
+
+def _is_fill(op: ir.Operation, out: ir.Value, elem: ir.Type) -> bool:
+    """`op` fills `out` with a constant of its element type defined before
+    it: a convolution without a bias starts from the fill (its zero) as one
+    with a bias starts from the bias (session 54, an outside review: no
+    epilogue fused after a Conv without a bias)."""
+    if op.name != "linalg.fill":
+        return False
+    ins, outs = operand_segments(op)
+    cst = owner_op(ins[0]) if len(ins) == 1 else None
+    fills: bool = (
+        outs == [out]
+        and cst is not None
+        and cst.name == "arith.constant"
+        and ins[0].type == elem
+        and cst.block == op.block
+        and cst.is_before_in_block(op)
+    )
+    return fills
 
 
 def _between(op: ir.Operation, first: ir.Operation, last: ir.Operation) -> bool:
@@ -228,13 +260,16 @@ def conv_group(conv: ir.Operation, form: Form) -> Group | None:
     if view and users_of(o_conv) != [conv]:
         return None  # (O's view: the convolution's output only)
     before = [u for u in users if u.block == conv.block and u.is_before_in_block(conv)]
-    if len(before) != 1 or not _is_bias(before[0], o) or any(u.block != conv.block for u in users):
+    if len(before) != 1 or any(u.block != conv.block for u in users):
         return None
     bias = before[0]
-    b = bias.operands[0]  # a weight: the function's argument, read only
-    if owner_op(b) is not None or any(
-        _between(u, bias, conv) or _writes(u, b) for u in users_of(b)
-    ):
+    if _is_bias(bias, o):
+        b = bias.operands[0]  # a weight: the function's argument, read only
+        if owner_op(b) is not None or any(
+            _between(u, bias, conv) or _writes(u, b) for u in users_of(b)
+        ):
+            return None
+    elif not _is_fill(bias, o, elem):
         return None
     if not _only_read(o, [bias, conv, *view]):
         return None
@@ -278,7 +313,7 @@ def _first(ops: list[ir.Operation]) -> ir.Operation:
 
 def find_groups(fn: ir.Operation) -> list[Group]:
     """The fusable groups of `fn`'s body, one per convolution with a bias
-    broadcast (module doc)."""
+    broadcast or a constant fill before it (module doc)."""
     groups = []
     for op in fn.regions[0].blocks[0].operations:
         if op.operation.name in FORMS:
