@@ -183,6 +183,11 @@ def timed_tasks(text: str, device: str = DEVICE) -> int:
     return _timed_total(text, device).tasks
 
 
+def nmu_macs(text: str, device: str = DEVICE) -> int:
+    """The multiply-adds a program's NMUs run in a timed run."""
+    return _timed_total(text, device).units["NMU"].amount
+
+
 def ddr_to_ddr(nem: str) -> int:
     """Transfers of the program between two DDR buffers (a padded tensor's or
     a concatenation's copy: test_pads, test_concats)."""

@@ -19,7 +19,8 @@ from mlir.dialects import arith, math
 from nem.frontends.onnx import activations as act
 from nem.frontends.onnx import logic, shapes
 from nem.frontends.onnx import sequences as seq
-from nem.frontends.onnx.convs import batchnorm, conv, conv_transpose
+from nem.frontends.onnx.conv_transpose import conv_transpose
+from nem.frontends.onnx.convs import batchnorm, conv
 from nem.frontends.onnx.einsum import einsum
 from nem.frontends.onnx.graph import Importer, Node
 from nem.frontends.onnx.norms import instance_norm, layernorm, log_softmax, lrn, softmax

@@ -14,12 +14,10 @@ groups) on a channels-last activation padded by a `tensor.pad`:
   `tensor.extract_slice`, od batched into N) and accumulating into the
   previous one's result: out = sum over kd of conv2d(x[.., kd + od s, ..],
   w[:, :, kd]);
-* ConvTranspose (1-D, 2-D, 3-D): the stride-dilated input (zeros between the
-  rows, a strided `tensor.insert_slice` into a zero-filled tensor) padded by
-  `(k - 1) d - pad` (cropped where that is negative, widened by
-  `output_padding` at the end), convolved with the flipped kernel whose
-  input and output channels are swapped (per group); 3-D as the 3-D
-  convolution above, on that bordered input.
+* ConvTranspose (1-D, 2-D, 3-D; `conv_transpose.py`): by phases, a
+  stride-1 convolution of the input per phase of the stride with a
+  sub-kernel, or the convolution of the stride-dilated input with the
+  flipped kernel; either built from the convolutions here.
 
 Weights and bias are initializers (stored in the raised forms' order, the
 bias in the accumulator) or tensors computed at run time (a graph input,
@@ -162,7 +160,7 @@ def _operand(imp: Importer, name: str) -> Operand | None:
     return c if c is not None else imp.tensor(name)
 
 
-def _operands(imp: Importer, node: Node) -> tuple[Operand, Operand | None]:
+def kernel_operands(imp: Importer, node: Node) -> tuple[Operand, Operand | None]:
     """The weights and the bias (None when absent) of a Conv or ConvTranspose."""
     w = _operand(imp, node.input(1))
     if w is None:
@@ -251,19 +249,26 @@ def _split_groups(imp: Importer, w: Operand, shape: Sequence[int]) -> Operand:
 
 
 def _bias_init(
-    imp: Importer, bias: Operand | None, node: Node, shape: Sequence[int], elem: ir.Type
+    imp: Importer,
+    bias: Operand | None,
+    node: Node,
+    shape: Sequence[int],
+    elem: ir.Type,
+    into: ir.Value | None = None,
 ) -> ir.Value:
     """The channels-last accumulator a convolution adds into: zeros, or the
     bias (a weight, or a tensor computed at run time) broadcast along the
-    last dimension."""
+    last dimension; in `into` (a slice of a larger result, which the
+    convolution then writes in place) or a tensor of its own."""
+    out = emit.empty(shape, elem) if into is None else into
     if bias is None:
-        return emit.fill(shape, elem, 0.0)
+        return emit.value_of(linalg.fill(emit.scalar(elem, 0.0), outs=[out]))
     b = (
         imp.weight(bias, node.input(2) or f"{node.name}_bias")
         if isinstance(bias, np.ndarray)
         else bias
     )
-    return emit.broadcast(imp.logical(b), [len(shape) - 1], shape)
+    return emit.broadcast(imp.logical(b), [len(shape) - 1], shape, out)
 
 
 def conv2d(
@@ -315,7 +320,7 @@ def _folded_weights(
     return w, (b64 * scale + shift).astype(w.dtype)
 
 
-def _check_kernel_shape(imp: Importer, node: Node, w_shape: Sequence[int]) -> None:
+def check_kernel_shape(imp: Importer, node: Node, w_shape: Sequence[int]) -> None:
     """A Conv's or ConvTranspose's `kernel_shape`, if given, is the weights'
     spatial shape (ONNX infers it from them)."""
     kernel = list(w_shape[2:])
@@ -326,7 +331,7 @@ def _check_kernel_shape(imp: Importer, node: Node, w_shape: Sequence[int]) -> No
         )
 
 
-def _check_operands(
+def check_operands(
     imp: Importer,
     x: TensorVal,
     w: Operand,
@@ -347,24 +352,34 @@ def _check_operands(
         )
 
 
-def conv(imp: Importer, node: Node) -> None:
+def kernel_node(
+    imp: Importer, node: Node, what: str
+) -> tuple[TensorVal, int, Operand, Operand | None, int]:
+    """A Conv's or ConvTranspose's (`what`) activation, its spatial rank
+    (1-D, 2-D and 3-D, else a located error), kernel (a compile-time one in
+    the activation's type), bias and group."""
     x = imp.tensor(node.input(0))
     spatial = x.rank - 2
     if spatial not in (1, 2, 3):
-        raise imp.error(f"not supported: {spatial}-D convolution (1-D, 2-D and 3-D are)")
-    w, bias = _operands(imp, node)
-    group = int(node.attrs.get("group", 1))
-    out_name = node.outputs[0]
+        raise imp.error(f"not supported: {spatial}-D {what} (1-D, 2-D and 3-D are)")
+    w, bias = kernel_operands(imp, node)
     if isinstance(w, np.ndarray):
         w = w.astype(x_dtype(imp, x))
+    return x, spatial, w, bias, int(node.attrs.get("group", 1))
+
+
+def conv(imp: Importer, node: Node) -> None:
+    x, spatial, w, bias, group = kernel_node(imp, node, "convolution")
+    out_name = node.outputs[0]
+    if isinstance(w, np.ndarray):
         if node.index in imp.bn_folds:  # plan_batchnorm_folds: a constant bias
             assert bias is None or isinstance(bias, np.ndarray)
             w, bias = _folded_weights(imp, node, w, bias)
             out_name = imp.graph.node[imp.bn_folds[node.index]].output[0]
     n, c, *sizes = x.shape
     f, cg, *kernel = w.shape
-    _check_operands(imp, x, w, bias, group, cg * group, f)
-    _check_kernel_shape(imp, node, w.shape)
+    check_operands(imp, x, w, bias, group, cg * group, f)
+    check_kernel_shape(imp, node, w.shape)
     strides = ints(node, "strides", [1] * spatial)
     dil = ints(node, "dilations", [1] * spatial)
     pads = spatial_pads(imp, node, sizes, kernel, strides, dil)
@@ -389,9 +404,11 @@ def conv_nd(
     outs: Sequence[int],
     strides: Sequence[int],
     dil: Sequence[int],
+    into: ir.Value | None = None,
 ) -> ir.Value:
     """The channels-last result of a 1-, 2- or 3-D convolution of the padded
-    channels-last `xp` with the kernel `w` (module docstring)."""
+    channels-last `xp` with the kernel `w` (module docstring); a 2-D one
+    computed in `into` where given (`_bias_init`)."""
     shape = emit.shape_of(xp)
     n, c = shape[0], shape[-1]
     f = w.group * int(w.data.shape[1])
@@ -401,8 +418,9 @@ def conv_nd(
         init = _bias_init(imp, bias, node, [1, n, outs[0], f], elem)
         y = conv2d(imp, x2, w.with_unit_height(), init, [1, strides[0]], [1, dil[0]])
         return emit.reshape(y, [n, outs[0], f])
+    assert into is None or len(outs) == 2
     if len(outs) == 2:
-        init = _bias_init(imp, bias, node, [n, *outs, f], elem)
+        init = _bias_init(imp, bias, node, [n, *outs, f], elem, into)
         return conv2d(imp, xp, w, init, strides, dil)
     od, oh, ow = outs
     _, _, hp, wp, _ = shape
@@ -422,110 +440,6 @@ def conv_nd(
             imp, emit.reshape(rows, [n * od, hp, wp, c]), w.depth(kd), acc, strides[1:], dil[1:]
         )
     return emit.reshape(acc, [n, od, oh, ow, f])
-
-
-def conv_transpose(imp: Importer, node: Node) -> None:
-    x = imp.tensor(node.input(0))
-    spatial = x.rank - 2
-    if spatial not in (1, 2, 3):
-        raise imp.error(f"not supported: {spatial}-D ConvTranspose (1-D, 2-D and 3-D are)")
-    w, bias = _operands(imp, node)
-    if isinstance(w, np.ndarray):
-        w = w.astype(x_dtype(imp, x))
-    group = int(node.attrs.get("group", 1))
-    n, c, *sizes = x.shape
-    cw, fg, *kernel = w.shape
-    _check_operands(imp, x, w, bias, group, cw, fg * group)
-    _check_kernel_shape(imp, node, w.shape)
-    strides = ints(node, "strides", [1] * spatial)
-    dil = ints(node, "dilations", [1] * spatial)
-    out_pad = ints(node, "output_padding", [0] * spatial)
-    pads = _transpose_pads(imp, node, sizes, kernel, strides, dil, out_pad)
-    # the equivalent convolution: stride-dilated input, borders, flipped kernel
-    lows, highs, ups, outs = [], [], [], []
-    for s, k, st, d, op, pb, pe in zip(
-        sizes, kernel, strides, dil, out_pad, pads[:spatial], pads[spatial:]
-    ):
-        keff = (k - 1) * d + 1
-        ups.append((s - 1) * st + 1)
-        lows.append(keff - 1 - pb)
-        highs.append(keff - 1 - pe + op)
-        outs.append(st * (s - 1) + op + keff - pb - pe)
-    if min(outs) <= 0:
-        raise imp.error(f"ConvTranspose output size {outs} is empty")
-    cl = channels_last(x.rank)
-    xv = imp.in_perm(x, cl)
-    elem = x.elem
-    grown = [n, *(max(lo, 0) + u + max(hi, 0) for lo, u, hi in zip(lows, ups, highs)), c]
-    z = emit.fill(grown, elem, 0.0)
-    xd = tensor.insert_slice(
-        xv, z, [], [], [], [0, *(max(lo, 0) for lo in lows), 0], [n, *sizes, c], [1, *strides, 1]
-    )
-    if min(lows) < 0 or min(highs) < 0:
-        start = [0, *(max(-lo, 0) for lo in lows), 0]
-        keep = [
-            n,
-            *(g - max(-lo, 0) - max(-hi, 0) for g, lo, hi in zip(grown[1:-1], lows, highs)),
-            c,
-        ]
-        xd = tensor.extract_slice(
-            emit.tensor_type(keep, elem), xd, [], [], [], start, keep, [1] * len(keep)
-        )
-    kern = Kernel.of_transpose(imp, w, group, f"{node.input(1)}_transposed")
-    y = conv_nd(imp, node, xd, kern, bias, outs, [1] * spatial, dil)
-    imp.define(node.outputs[0], y, cl)
-
-
-def _transpose_pads(
-    imp: Importer,
-    node: Node,
-    sizes: Sequence[int],
-    kernel: Sequence[int],
-    strides: Sequence[int],
-    dil: Sequence[int],
-    out_pad: Sequence[int],
-) -> list[int]:
-    """ConvTranspose's pads (begins, ends): given, or from `output_shape` /
-    `auto_pad` by ONNX's formula (total = stride (in - 1) + output_padding +
-    (k - 1) d + 1 - out; SAME_UPPER puts the larger half at the end).  Under
-    auto_pad SAME a negative total (a stride above the kernel's extent: in *
-    stride is more than the convolution gives) is 0, as ONNX's shape
-    inference and onnxruntime take it: the output is the whole convolution.
-    An `output_shape` larger than the convolution gives ends with the extra
-    rows (a negative end pad: zeros, plus the bias)."""
-    auto = node.attrs.get("auto_pad", b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
-    shape = node.attrs.get("output_shape")
-    if shape is None and auto not in ("SAME_UPPER", "SAME_LOWER"):
-        if auto not in ("NOTSET", "", "VALID"):
-            raise imp.error(f"not supported: auto_pad='{auto}'")
-        return (
-            ints(node, "pads", [0] * (2 * len(sizes)))
-            if auto != "VALID"
-            else [0] * (2 * len(sizes))
-        )
-    target = (
-        [int(v) for v in shape][-len(sizes) :]
-        if shape is not None
-        else [s * st for s, st in zip(sizes, strides)]
-    )
-    begins, ends = [], []
-    for s, k, st, d, op, o in zip(sizes, kernel, strides, dil, out_pad, target):
-        total = st * (s - 1) + op + (k - 1) * d + 1 - o
-        if total < 0 and shape is None:
-            total = 0
-        if total < 0:
-            # an output_shape past the convolution: the extra rows end the
-            # output, zero plus the bias (onnxruntime and onnx's reference
-            # evaluator both; a negative end pad is that zero border)
-            begins.append(0)
-            ends.append(total)
-            continue
-        half = total // 2
-        upper = auto == "SAME_UPPER"
-        begins.append(half if upper else total - half)
-        ends.append(total - half if upper else half)
-    return begins + ends
 
 
 def batchnorm(imp: Importer, node: Node) -> None:

@@ -111,14 +111,20 @@ def broadcast_map(
     return ir.AffineMap.get(len(out_shape), 0, exprs)
 
 
-def broadcast(value: ir.Value, dims: Sequence[int | None], out_shape: Sequence[int]) -> ir.Value:
+def broadcast(
+    value: ir.Value,
+    dims: Sequence[int | None],
+    out_shape: Sequence[int],
+    out: ir.Value | None = None,
+) -> ir.Value:
     """`value` broadcast to `out_shape`, its dimension j along output
-    dimension `dims[j]` (a generic copy: the form of a bias accumulator)."""
+    dimension `dims[j]` (a generic copy: the form of a bias accumulator),
+    into `out` where given (a tensor of that shape), else a new one."""
     rank = len(out_shape)
     bmap = broadcast_map(shape_of(value), dims, out_shape)
     return generic(
         [(value, bmap)],
-        empty(out_shape, elem_type(value)),
+        empty(out_shape, elem_type(value)) if out is None else out,
         identity(rank),
         [PARALLEL] * rank,
         lambda v: v,
