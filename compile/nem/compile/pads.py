@@ -132,9 +132,38 @@ def _rewrite(pad: Any, block: Any, ir: Any) -> int:
                 filled = emit.generic([], strip, emit.identity(rank), parallel, lambda: fill)
                 acc = tensor.insert_slice(filled, acc, [], [], [], offsets, sizes, ones)
     pad.results[0].replace_all_uses_with(acc)
+    _read_interior(source, acc, pad, low, src_shape, ir)
     pad.erase()
     _write_source_in_place(source, padded, low, src_shape, ir)
     return 1
+
+
+def _read_interior(
+    source: Any, acc: Any, pad: Any, low: list[int], sizes: list[int], ir: Any
+) -> None:
+    """Make the ops after `pad` that read `source` read the padded tensor's
+    interior (`acc` at `low`) instead: the same values.  `source` then has
+    one reader, the padded tensor, which it is computed into in place; read
+    by another op too (a residual block's skip, its Add; a graph input's
+    NHWC copy beside the convolution it pads), One-Shot Analysis gave it a
+    buffer of its own and copied it into the padded one (session 54)."""
+    from mlir.dialects import tensor
+
+    block = pad.block
+    later = []
+    for u in source.uses:
+        op = u.owner.operation if hasattr(u.owner, "operation") else u.owner
+        if op.block == block and pad.is_before_in_block(op) and op not in later:
+            later.append(op)
+    if not later:
+        return
+    first = min(later, key=lambda op: sum(1 for o in later if o.is_before_in_block(op)))
+    with ir.InsertionPoint(first), pad.location:  # (after `acc`: the pad's chain is before it)
+        view = tensor.extract_slice(source.type, acc, [], [], [], low, sizes, [1] * len(sizes))
+    for op in later:
+        for i, v in enumerate(op.operands):
+            if v == source:
+                op.operands[i] = view
 
 
 def producer_root(value: Any, ir: Any) -> tuple[Any, int] | None:

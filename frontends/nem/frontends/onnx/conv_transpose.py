@@ -230,7 +230,7 @@ def phases(
     # one border for every phase: each reads its rows of it
     lo = [max(0, *(-a.first for a in axis)) for axis in used]
     hi = [max(0, *(a.first + a.rows - s for a in axis)) for axis, s in zip(used, sizes)]
-    xp_all = emit.pad(xv, [0, *lo, 0], [0, *hi, 0], 0.0)
+    xp_all = imp.pad(xv, [0, *lo, 0], [0, *hi, 0], 0.0)
     for ph in itertools.product(*used):
         taps = tuple(slice(a.t0, None, st) for a, st in zip(ph, strides))
         sub = Kernel(

@@ -384,7 +384,7 @@ def conv(imp: Importer, node: Node) -> None:
     dil = ints(node, "dilations", [1] * spatial)
     pads = spatial_pads(imp, node, sizes, kernel, strides, dil)
     cl = channels_last(x.rank)
-    xp = emit.pad(imp.in_perm(x, cl), [0, *pads[:spatial], 0], [0, *pads[spatial:], 0], 0.0)
+    xp = imp.pad(imp.in_perm(x, cl), [0, *pads[:spatial], 0], [0, *pads[spatial:], 0], 0.0)
     outs = [
         (s + lo + hi - d * (k - 1) - 1) // st + 1
         for s, k, st, d, lo, hi in zip(sizes, kernel, strides, dil, pads[:spatial], pads[spatial:])

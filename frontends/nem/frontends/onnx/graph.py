@@ -362,6 +362,10 @@ class Importer:
         )
         self.consts: dict[str, np.ndarray] = {}
         self.vals: dict[str, TensorVal] = {}
+        self.permuted: dict[tuple[ir.Value, tuple[int, ...]], ir.Value] = {}
+        """Each value in another order, as `in_perm` made it."""
+        self.pads: dict[tuple[ir.Value, tuple[int, ...], tuple[int, ...], float], ir.Value] = {}
+        """Each value padded, as `pad` made it."""
         self.seqs: dict[str, list[str]] = {}
         """Sequences of known length: value name -> the names of its tensors
         (`sequences.py`, D-COMPILE-SEQ)."""
@@ -559,10 +563,29 @@ class Importer:
         return array
 
     def in_perm(self, tv: TensorVal, perm: Sequence[int]) -> ir.Value:
-        """`tv` as an MLIR tensor whose dimension i is logical dimension `perm[i]`."""
+        """`tv` as an MLIR tensor whose dimension i is logical dimension
+        `perm[i]`: made once per value and order (a graph input's NHWC copy
+        serves its convolution and a residual Add reading it alike)."""
         perm = tuple(perm)
         if tv.perm == perm:
             return tv.value
+        made = self.permuted.get((tv.value, perm))
+        if made is None:
+            made = self.permuted[(tv.value, perm)] = self._permute(tv, perm)
+        return made
+
+    def pad(self, value: ir.Value, low: Sequence[int], high: Sequence[int], x: float) -> ir.Value:
+        """`emit.pad`, made once per value, borders and padding value: the
+        two convolutions of one input with the same padding (Inception's and
+        SqueezeNet's branches, a residual block's first 3x3 and its
+        projection) read one padded tensor."""
+        key = (value, tuple(low), tuple(high), x)
+        made = self.pads.get(key)
+        if made is None:
+            made = self.pads[key] = emit.pad(value, low, high, x)
+        return made
+
+    def _permute(self, tv: TensorVal, perm: tuple[int, ...]) -> ir.Value:
         # physical dim j of the result = logical perm[j] = current physical inv[perm[j]]
         inv = _perm_inverse(tv.perm)
         moved = [inv[p] for p in perm]

@@ -137,7 +137,7 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
         if kind == "max":
             _window_in_padding(imp, sizes, kernel, strides, dil, pads[:spatial], outs)
         cl = channels_last(x.rank)
-        xp = emit.pad(
+        xp = imp.pad(
             imp.in_perm(x, cl),
             [0, *pads[:spatial], 0],
             [0, *(h + e for h, e in zip(pads[spatial:], extra)), 0],
