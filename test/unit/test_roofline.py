@@ -17,7 +17,7 @@ import pytest
 from nem.cli.nem_run import run
 from nem.dialect.semantics.cost import Work
 from nem.runtime import NemInterpreter
-from nem.runtime.roofline import LATENCY, Report, row
+from nem.runtime.roofline import LATENCY, Report, cut, row
 from nem.runtime.roofline_tally import Group, Rate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -514,3 +514,22 @@ def test_the_bytes_each_group_moved_by_memory_levels(tmp_path, capsys):
     ) in text
     assert run([str(path), "--mode", "timed", "--roofline", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["total"]["moved"] == want
+
+
+@pytest.mark.parametrize(
+    "name, shown",
+    [
+        ("node 'n1' (Conv)", "node 'n1' (Conv)"),
+        ("node '/encoder/layer.0/attention/MatMul' (MatMul)", "node '/enco...on/MatMul' (MatMul)"),
+        ("node 'layernormalization_1' (LayerNormalization)", "node ...n_1' (LayerNormalization)"),
+        (
+            "loop nest at line 1234 of a very long file name.nem",
+            "loop nest at line 1234 of a ve...",
+        ),
+    ],
+)
+def test_a_long_group_name_keeps_its_op_type(name, shown):
+    """The text's group column is 33 characters: a long node name is cut in
+    its middle and keeps its op type (an outside review, session 54: `node
+    'layernormalization_1' (L...` named no op type)."""
+    assert cut(name, 33) == shown and len(shown) <= 33

@@ -280,7 +280,7 @@ class Report:
                 f"{r.units[u].utilization * 100:6.0f}%" if u in r.units else f"{'-':>7}"
                 for u in kinds
             )
-            name = r.name if len(r.name) <= 33 else r.name[:30] + "..."
+            name = cut(r.name, 33)
             bound, ratio = shown(r.cycles, r.bound)
             line = f"{name:<34}{r.tasks:>7}{r.cycles:>10}{bound:>10}{ratio:>8}  {r.roof or '-':<6}"
             if own:
@@ -360,6 +360,20 @@ class Report:
                     "(give --onnx the model this program was compiled from)"
                 )
         return "\n".join(out)
+
+
+def cut(name: str, width: int) -> str:
+    """A group's name in at most `width` characters: its middle cut, its op
+    type kept (`node '/encoder/l...ion/MatMul' (MatMul)`: the name's end
+    tells exporters' long node names apart, the op type what they are; an
+    outside review, session 54, saw `node 'layernormalization_1' (L...`)."""
+    if len(name) <= width:
+        return name
+    head, sep, op = name.rpartition(" (")
+    room = width - len(sep) - len(op) - 3
+    if not sep or room < 8:
+        return name[: width - 3] + "..."
+    return f"{head[: room - room // 2]}...{head[len(head) - room // 2 :]}{sep}{op}"
 
 
 def _routes(moved: Mapping[str, int]) -> str:
