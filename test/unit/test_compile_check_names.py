@@ -173,3 +173,52 @@ def test_check_without_an_output_is_an_error(tmp_path, capsys):
     assert main([str(tmp_path / "m.onnx"), "--input", f"a.b={a}", "--input", f"a_b={a}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("check: error: nothing to compare: give --output NAME=FILE"), err
+
+
+def _mul_round() -> onnx.ModelProto:
+    """f16 x * 0.7 -> Round -> Equal 0 -> Where(-1.5, x): the outside
+    review's minimized model (session 54)."""
+    f16 = TensorProto.FLOAT16
+    consts = [helper.make_tensor(n, f16, [], [v]) for n, v in (("c", 0.7), ("z", 0.0), ("m", -1.5))]
+    nodes = [
+        helper.make_node("Mul", ["x", "c"], ["p"], name="mul"),
+        helper.make_node("Round", ["p"], ["r"], name="round"),
+        helper.make_node("Equal", ["r", "z"], ["e"], name="eq"),
+        helper.make_node("Where", ["e", "m", "x"], ["y"], name="where"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", f16, [4])],
+        [helper.make_tensor_value_info("y", f16, [4])],
+        consts,
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_f16_mismatch_with_onnxruntime_gets_the_reference_evaluators_opinion(tmp_path, capsys):
+    """onnxruntime computes an f16 Mul then Round in f32: x = 0.7144 gives
+    0.5 in f16 (Round: 0, so Where picks -1.5) and 0.50022 in f32 (Round: 1,
+    Where picks x).  The program is right by ONNX's types, and onnx's
+    reference evaluator says so: the check prints both comparisons and
+    passes (an outside review, session 54: a bare MISMATCH, exit 1); a
+    program the reference evaluator disagrees with still fails."""
+    model = _mul_round()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    x = np.array([0.7144, 2.0, -3.0, 0.25], np.float16)
+    np.save(tmp_path / "x.npy", x)
+    right = np.array([-1.5, 2.0, -3.0, -1.5], np.float16)  # f16 arithmetic: 0.7144*0.7 = 0.5
+    for got, code in ((right, 0), (np.array([0.7144, 2.0, -3.0, 0.0], np.float16), 1)):
+        np.save(tmp_path / "y.npy", got)
+        argv = [
+            str(path),
+            "--input",
+            f"x={tmp_path / 'x.npy'}",
+            "--output",
+            f"y={tmp_path / 'y.npy'}",
+        ]
+        assert main(argv) == code
+        out = capsys.readouterr().out
+        assert "max |nem - onnxruntime|" in out and ": MISMATCH" in out.splitlines()[0]
+        assert "max |nem - onnx reference evaluator|" in out

@@ -23,7 +23,10 @@ writes) with onnxruntime's output `y` on the same input; exit status 1 when
 an output is out of tolerance.  The arrays are those of the program's
 buffers: an f64 (int64, bool) input or output of the model is f32 (int32)
 there (D-COMPILE-F64, D-COMPILE-I64, D-COMPILE-BOOL) and is converted for
-onnxruntime.
+onnxruntime.  A float16 output out of tolerance of onnxruntime's is also
+compared with onnx's reference evaluator, which computes each op in its
+declared type (onnxruntime's CPU kernels compute some float16 ops in
+float32): within tolerance of it, the output passes, both lines printed.
 """
 
 from __future__ import annotations
@@ -246,6 +249,7 @@ def _compare(args: argparse.Namespace) -> int:
     except Exception as e:  # onnxruntime's Fail/InvalidArgument: missing or mis-shaped input
         raise _CheckError(f"onnxruntime cannot run {args.model}: {e}") from None
     ok = True
+    second: dict[str, np.ndarray] | None = None
     for a in args.output:
         name, path = a.split("=", 1)
         ref = want[out_names[name]]
@@ -258,8 +262,34 @@ def _compare(args: argparse.Namespace) -> int:
             f"{name}: max |nem - onnxruntime| = {diff:.3g} (tolerance {atol:g} + {rtol:g}"
             f"*|ref|, {ref.dtype}): {status}"
         )
+        if v > 1.0 and ref.dtype == np.float16:
+            second = second or reference_run(model, model_dtypes(inputs, model))
+            v = _second_opinion(name, got, second[out_names[name]])
         ok &= v <= 1.0
     return 0 if ok else 1
+
+
+def reference_run(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The model's outputs by onnx's reference evaluator, which computes
+    each op in its declared type."""
+    from onnx.reference import ReferenceEvaluator
+
+    outs = ReferenceEvaluator(model).run(None, inputs)
+    return {o.name: np.asarray(v) for o, v in zip(model.graph.output, outs)}
+
+
+def _second_opinion(name: str, got: np.ndarray, ref: np.ndarray) -> float:
+    """A float16 output onnxruntime disagrees with, against onnx's reference
+    evaluator (printed; its violation returned): onnxruntime's CPU kernels
+    compute some float16 ops in float32 and round once (a Mul then Round:
+    x * 0.7 is 0.5 exactly in float16, which rounds to 0, and 0.50022 in
+    float32, which rounds to 1; an outside review, session 54, found the
+    check calling a right program a MISMATCH)."""
+    v = max_violation(got, ref.astype(got.dtype))
+    diff = float(np.max(np.abs(got.astype(np.float64) - ref)))
+    verdict = "OK (onnxruntime computes some float16 ops in float32)" if v <= 1.0 else "MISMATCH"
+    print(f"{name}: max |nem - onnx reference evaluator| = {diff:.3g}: {verdict}")
+    return v
 
 
 if __name__ == "__main__":
