@@ -32,7 +32,10 @@ FORMS = [
     ),
     re.compile(r"nem-compile: note: .+"),
     re.compile(r"weights: \S+ \(\d+ buffers?; nem-run \S+ --input \S+\)"),
-    re.compile(r"(input|output): \S+ \w+\[[\d,]*\]( \(ONNX '.*'\))?"),
+    re.compile(
+        r"(input|output): \S+ \w+\[[\d,]*\]( \(ONNX '.*'\))?"
+        r"( \(\w+ in the model: the program holds \w+, which nem-run --input takes\))?"
+    ),
     re.compile(r"run: nem-run .+"),
 ]
 
@@ -104,3 +107,32 @@ def test_cpu_times_sum_to_the_total(tmp_path, capsys):
     assert list(cpu) == ["import", "bufferize", "tile", "lower", "write"]
     assert all(cpu[s] > 0 for s in ("import", "bufferize", "tile", "lower"))
     assert abs(sum(cpu.values()) - total) < 0.2
+
+
+def test_an_input_the_program_holds_in_another_type_says_so(tmp_path, capsys):
+    """An int64 graph input is an i32 buffer (D-COMPILE-I64): its `input:`
+    line says so, for the array `nem-run --input` takes is int32 (an outside
+    review, session 54: `nem-run` refused the int64 array onnxruntime takes,
+    and the lines gave no hint why)."""
+    from onnx import TensorProto, helper
+
+    table = numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4), "t")
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["t", "idx"], ["y"], name="gather")],
+        "g",
+        [helper.make_tensor_value_info("idx", TensorProto.INT64, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [table],
+    )
+    path = tmp_path / "gather.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    assert nem_compile.run([str(path), "-o", str(tmp_path / "g.nemb"), "-v", "--no-progress"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert (
+        "input: idx i32[3] (int64 in the model: the program holds int32, which nem-run --input takes)"
+        in lines
+    )
+    assert "output: y f32[3,4]" in lines
+    assert all(
+        any(f.fullmatch(ln) for f in FORMS) for ln in lines if ln.startswith(("input", "output"))
+    )

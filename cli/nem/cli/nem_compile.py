@@ -678,9 +678,16 @@ def _interface(iface: Interface, out: str, weights: str) -> list[str]:
     for kind, ports in (("input", iface.inputs), ("output", iface.outputs)):
         for name, shape, dtype in ports:
             onnx = iface.onnx_names.get(name)
+            model = iface.onnx_dtypes.get(name)
             lines.append(
                 f"{kind}: {name} {typed(shape, dtype)}"
                 + (f" (ONNX '{onnx}')" if onnx and onnx != name else "")
+                + (
+                    f" ({model.name} in the model: the program holds"
+                    f" {np.dtype(dtype).name}, which nem-run --input takes)"
+                    if model is not None
+                    else ""
+                )
             )
             run += (
                 ["--input", f"{name}={name}.npy"]

@@ -190,6 +190,7 @@ def compile_onnx(
         im.weights,
         [(p.name, p.shape, p.dtype) for p in im.outputs],
         {p.name: p.onnx_name for p in [*im.inputs, *im.outputs]},
+        {p.name: p.onnx_dtype for p in [*im.inputs, *im.outputs] if p.onnx_dtype is not None},
     )
     tile_file = _stem(file, stem) + ".tile.mlir"
     with im.context:

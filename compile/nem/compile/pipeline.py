@@ -84,6 +84,9 @@ class Interface:
     outputs: list[tuple[str, tuple[int, ...], np.dtype]]
     onnx_names: dict[str, str] = field(default_factory=dict)
     """NEM buffer name -> ONNX value name (ONNX inputs and outputs)."""
+    onnx_dtypes: dict[str, np.dtype] = field(default_factory=dict)
+    """NEM buffer name -> the model's element type, where the program holds
+    another (an int64 input as int32, D-COMPILE-I64)."""
 
     @property
     def arg_names(self) -> list[str]:

@@ -180,7 +180,17 @@ def _port(imp: Importer, vi: onnx.ValueInfoProto, name: str, what: str) -> Port:
                 "update_inputs_outputs_dims(model, {...}, {...})",
             )
         dims.append(d.dim_value)
-    return Port(name, vi.name, tuple(dims), np.dtype(imp.elem_types[tt.elem_type][1]))
+    return _typed_port(imp, name, vi.name, tuple(dims), tt.elem_type)
+
+
+def _typed_port(
+    imp: Importer, name: str, onnx_name: str, shape: tuple[int, ...], elem: int
+) -> Port:
+    """A port of the program's element type for ONNX type `elem`, with the
+    model's where it differs."""
+    dtype = np.dtype(imp.elem_types[elem][1])
+    model = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+    return Port(name, onnx_name, shape, dtype, model if model != dtype else None)
 
 
 def _output_port(imp: Importer, vi: onnx.ValueInfoProto, name: str) -> Port:
@@ -203,7 +213,7 @@ def _output_port(imp: Importer, vi: onnx.ValueInfoProto, name: str) -> Port:
                 f"output '{vi.name}' has shape {list(tv.shape)}, the model declares {declared}",
                 imp.file,
             )
-        return Port(name, vi.name, tv.shape, np.dtype(imp.elem_types[tt.elem_type][1]))
+        return _typed_port(imp, name, vi.name, tv.shape, tt.elem_type)
     return _port(imp, vi, name, "output")
 
 

@@ -99,12 +99,15 @@ def c_order(array: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Port:
-    """A model input or output: its NEM name, ONNX name, shape and dtype."""
+    """A model input or output: its NEM name, ONNX name, shape and dtype
+    (the program's), and the model's element type where the program holds
+    another (int64 as int32, D-COMPILE-I64; f64 as f32; bool as int32)."""
 
     name: str
     onnx_name: str
     shape: tuple[int, ...]
     dtype: np.dtype
+    onnx_dtype: np.dtype | None = None
 
 
 @dataclass
