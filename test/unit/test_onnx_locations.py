@@ -16,6 +16,7 @@ pytest.importorskip("mlir.ir")
 
 from nem.compile.lower import lower_and_verify  # noqa: E402
 from nem.compile.pipeline import CompileOptions, Driver  # noqa: E402
+from nem.dialect.diagnostics import LAYOUT  # noqa: E402
 from nem.frontends.onnx import import_onnx, samples  # noqa: E402
 from nem.frontends.onnx.locations import describe, node_of, without_induction_locs  # noqa: E402
 
@@ -63,7 +64,8 @@ def test_imported_ops_carry_their_node():
         node_of(line) is not None for line in body if "loc(" in line and "func.func" not in line
     )
     found = {node_of(line)[1] for line in body if node_of(line)}
-    assert found == {(i, n, t) for n, (i, t) in NODES.items()}
+    # and the input's change of layout at the input (`LAYOUT`, no node: index None)
+    assert found == {(i, n, t) for n, (i, t) in NODES.items()} | {(None, "x", LAYOUT)}
     assert (
         describe(next(line for line in body if '"pool"' in line))
         == "m.onnx: node 3 'pool' (MaxPool)"
@@ -90,7 +92,7 @@ def test_locations_survive_bufferize_and_tile(route):
     unlocated = Counter(name for name, node in ops if node is None)
     assert set(unlocated) <= {"arith.constant", "linalg.yield", "func.return"}, unlocated
     per_node = Counter(node[1][1] for _, node in ops if node is not None)
-    assert set(per_node) == set(NODES)
+    assert set(per_node) == set(NODES) | {"x"}  # (x: its layout, `LAYOUT`)
     conv_ops = {name for name, node in ops if node is not None and node[1] == (0, "conv", "Conv")}
     assert {"affine.for", "affine.load", "affine.store"} <= conv_ops or {
         "linalg.conv_2d_nhwc_hwcf",
@@ -277,7 +279,7 @@ def test_retiling_keeps_the_locations(monkeypatch):
     result = compile_onnx(_model(), route="transform")
     assert len(calls) == 2 and any("tiled again" in r for r in result.remarks)
     ops = [node_of(str(o.location)) for o in _ops(drivers[0].tiled.operation)]
-    assert {found[1][1] for found in ops if found} == set(NODES)
+    assert {found[1][1] for found in ops if found} == set(NODES) | {"x"}
 
 
 def test_own_locations_skip_strings_and_regions():

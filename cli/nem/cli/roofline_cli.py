@@ -116,12 +116,13 @@ def foreign_model(
     is not checked: its report has no node rows."""
     import os
 
-    from nem.dialect.diagnostics import located_nodes
+    from nem.dialect.diagnostics import LAYOUT, located_nodes
 
     nodes: dict[tuple[str, str], str] = {}  # (name, op type) -> the model file named
     for tpl in prog.compiled.tasks:
         for name, op, file, _ in located_nodes(str(tpl.op.location)):
-            nodes.setdefault((name, op), file)
+            if op != LAYOUT:  # (a graph input's or output's layout: no node)
+                nodes.setdefault((name, op), file)
     # the files the locations name (not `<model>`: compiled from a ModelProto)
     files = {os.path.realpath(f) for f in nodes.values() if os.path.isfile(f)}
     named = f" ({', '.join(sorted(files))})" if files else ""

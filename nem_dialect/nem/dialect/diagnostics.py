@@ -91,6 +91,14 @@ file>":<line>:1))` (D-COMPILE-LOC), inside a location's text (also inside
 `fused[...]`: an origin naming the nodes fused into its op, D-BC-NODES)."""
 
 
+LAYOUT = "layout"
+"""The op type in the location the ONNX importer gives the change of a
+graph input's or output's layout (NCHW to the NHWC a convolution computes
+in, and back: D-COMPILE-LAYOUT), named after the input or output: no node
+of the model, a row of its own in the roofline report (`layout of 'x'`),
+which charged it to the first or last node (an outside review, session 54)."""
+
+
 def located_nodes(location: str) -> list[tuple[str, str, str, int]]:
     """(name, op type, model file, line) of each ONNX node a location's text
     names (`NODE_LOC`), in order: the node an op was compiled from first,

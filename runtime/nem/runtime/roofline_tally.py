@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 from xdsl.ir import Operation, SSAValue
 
 from nem.dialect.attributes import RegionType
-from nem.dialect.diagnostics import located_nodes
+from nem.dialect.diagnostics import LAYOUT, located_nodes
 from nem.dialect.ops import MoveOp, RegionOp
 from nem.dialect.semantics.cost import Work
 from nem.dialect.semantics.units import DEVICE_UNITS
@@ -175,7 +175,13 @@ def task_groups(cp: CompiledProgram) -> tuple[list[Group], dict[int, int]]:
     def place(tpl: TaskTpl, fallback: Callable[[], int]) -> None:
         located = _located(tpl)
         names = [f"node '{name}' ({op})" for name, op in located]
-        found = group(names[0], "node", tpl.line, located[0][1]) if names else producer(tpl)
+        if located and located[0][1] == LAYOUT:  # a graph input's or output's layout
+            found: int | None = group(f"layout of '{located[0][0]}'", "layout", tpl.line)
+            names, located = [], []
+        elif names:
+            found = group(names[0], "node", tpl.line, located[0][1])
+        else:
+            found = producer(tpl)
         g = of[tpl.seq_id] = found if found is not None else fallback()
         groups[g].fused.update(dict.fromkeys(names[1:]))
         groups[g].nodes.update(dict.fromkeys(name for name, _ in located))

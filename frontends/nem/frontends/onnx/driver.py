@@ -368,6 +368,7 @@ def convert(imp: Importer) -> ImportedModel:
         for p, arg in zip(inputs, imp.block.arguments):
             arg.set_location(ir.Location.name(p.name))
             imp.vals[p.onnx_name] = TensorVal(arg, p.shape, tuple(range(len(p.shape))))
+            imp.graph_inputs[arg] = p.onnx_name
         with ir.InsertionPoint(imp.block):
             for pos, proto in enumerate(imp.graph.node):
                 node = Node(
@@ -408,7 +409,8 @@ def _results(imp: Importer, outputs: list[Port]) -> list[ir.Value]:
     for p in outputs:
         if p.onnx_name in imp.seqs:
             raise OnnxImportError(f"not supported: output '{p.onnx_name}' is a sequence", imp.file)
-        value = imp.logical(imp.tensor(p.onnx_name))
+        with imp.layout_of(p.onnx_name):
+            value = imp.logical(imp.tensor(p.onnx_name))
         if value in results:  # one value, two outputs: each its own buffer
             shape = emit.shape_of(value)  # (returned twice, bufferization crashes)
             value = emit.broadcast(value, range(len(shape)), shape)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import ItemsView, Iterator, Sequence, ValuesView
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ import numpy as np
 import onnx
 from mlir import ir
 
+from nem.dialect.diagnostics import LAYOUT
 from nem.dialect.elements import ELEM_DTYPES
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.bind import bind_fix
@@ -367,6 +369,9 @@ class Importer:
         self.vals: dict[str, TensorVal] = {}
         self.permuted: dict[tuple[ir.Value, tuple[int, ...]], ir.Value] = {}
         """Each value in another order, as `in_perm` made it."""
+        self.graph_inputs: dict[ir.Value, str] = {}
+        """Each graph input's value (a function argument) -> its ONNX name:
+        its change of layout is located at the input (`LAYOUT`)."""
         self.pads: dict[tuple[ir.Value, tuple[int, ...], tuple[int, ...], float], ir.Value] = {}
         """Each value padded, as `pad` made it."""
         self.seqs: dict[str, list[str]] = {}
@@ -574,8 +579,17 @@ class Importer:
             return tv.value
         made = self.permuted.get((tv.value, perm))
         if made is None:
-            made = self.permuted[(tv.value, perm)] = self._permute(tv, perm)
+            name = self.graph_inputs.get(tv.value)
+            with self.layout_of(name) if name is not None else nullcontext():
+                made = self.permuted[(tv.value, perm)] = self._permute(tv, perm)
         return made
+
+    def layout_of(self, name: str) -> ir.Location:
+        """The location of a graph input's or output's change of layout:
+        `loc("<name>"("layout"("<model file>":0:1)))` (`LAYOUT`)."""
+        return ir.Location.name(
+            name, childLoc=ir.Location.name(LAYOUT, childLoc=ir.Location.file(self.file, 0, 1))
+        )
 
     def pad(self, value: ir.Value, low: Sequence[int], high: Sequence[int], x: float) -> ir.Value:
         """`emit.pad`, made once per value, borders and padding value: the
