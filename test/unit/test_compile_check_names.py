@@ -222,3 +222,29 @@ def test_an_f16_mismatch_with_onnxruntime_gets_the_reference_evaluators_opinion(
         out = capsys.readouterr().out
         assert "max |nem - onnxruntime|" in out and ": MISMATCH" in out.splitlines()[0]
         assert "max |nem - onnx reference evaluator|" in out
+
+
+def test_non_finite_values_must_sit_where_onnxruntime_s_do():
+    """An infinity against onnxruntime's infinity of the other sign, or a
+    NaN against a number, is out of tolerance; the same infinity is not
+    (the check passed +inf against -inf and printed a difference of nan)."""
+    from nem.compile.check import max_violation
+
+    want = np.array([np.inf, -np.inf, 1.0, np.nan], np.float32)
+    assert max_violation(want.copy(), want) == 0.0
+    for bad in ([-np.inf, -np.inf, 1.0, np.nan], [np.inf, -np.inf, np.nan, np.nan]):
+        assert max_violation(np.array(bad, np.float32), want) == float("inf")
+
+
+def test_a_reference_that_overflows_where_onnxruntime_does_not_is_no_second_opinion(capsys):
+    """An f16 ReduceL2 of [200, 200]: its sum of squares overflows f16, so
+    the program and onnx's reference evaluator (the body in f16) give inf,
+    onnxruntime (in f32) 282.8: a MISMATCH, not the reference's OK (an
+    outside review, session 54)."""
+    from nem.compile.check import _second_opinion
+
+    inf = np.array([np.inf], np.float16)
+    assert _second_opinion("y", inf, inf, np.array([282.8], np.float16)) == float("inf")
+    out = capsys.readouterr().out
+    assert "MISMATCH (it is not finite where onnxruntime's output is)" in out
+    assert _second_opinion("y", inf, inf, inf) == 0.0

@@ -122,6 +122,9 @@ def test_a_stride_2_layer_multiplies_4x_fewer_products_in_fewer_cycles(monkeypat
         ([3, 3], [1, 1], [1, 1], False),  # no stride: the convolution itself
         ([3, 3], [2, 2], [2, 2], False),  # a dilation: phases of other taps
         ([2, 3], [3, 2], [1, 1], False),  # a phase without taps (2 < 3)
+        ([8, 8], [4, 4], [1, 1], True),  # 16 phases
+        ([16, 16], [8, 8], [1, 1], False),  # 64 phases: the compile grows with them
+        ([4, 4, 4], [2, 2, 2], [1, 1, 1], True),
     ],
 )
 def test_which_transposed_convolutions_go_by_phases(kernel, strides, dilations, phased):

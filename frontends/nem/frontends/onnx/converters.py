@@ -45,7 +45,14 @@ from nem.frontends.onnx.ops import (
     wide,
 )
 from nem.frontends.onnx.pools import global_pool, pool
-from nem.frontends.onnx.reductions import arg_extreme, cumsum, pow_, reduction, topk
+from nem.frontends.onnx.reductions import (
+    arg_extreme,
+    cumsum,
+    log_sum_exp,
+    pow_,
+    reduction,
+    topk,
+)
 from nem.frontends.onnx.resize import resize
 from nem.frontends.onnx.slices import slice_, split
 
@@ -99,6 +106,7 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "ReduceMean": reduction("mean"),
     "ReduceMax": reduction("max"),
     "ReduceMin": reduction("min"),
+    "ReduceLogSumExp": log_sum_exp,
     "ArgMax": arg_extreme("max"),
     "ArgMin": arg_extreme("min"),
     "CumSum": cumsum,

@@ -156,32 +156,42 @@ two (`long_axis_split`)."""
 
 @dataclass(frozen=True)
 class LongAxisSplit:
-    """A long reduced axis as two (`long_axis_split`): the reshaped value's `shape`,
-    whose axes `at` (m) and `at + 1` (n / m) stand for it."""
+    """A long reduced axis as two (`long_axis_split`): the value padded by
+    `pad` elements of the reduction's initial value at the end of the axis,
+    reshaped to `shape`, whose axes `at` (m) and `at + 1` (k) stand for it."""
 
     shape: list[int]
     at: int
+    pad: int
 
 
 def long_axis_split(shape: Sequence[int], axis: int) -> LongAxisSplit | None:
     """An order-free reduction over one axis of `shape` at least LONG_AXIS
-    long, its extent n split as [m, n / m] with m the divisor nearest
-    sqrt(n) from below, reduced inner then outer, the axes before it merged
+    long, its extent n taken as [m, k], reduced inner then outer: m the
+    divisor of n nearest sqrt(n) from below where it is at least half of
+    sqrt(n), else m = ceil(sqrt(n)), k = ceil(n / m) and the axis padded
+    with the reduction's initial value to m k (a prime n: the padding is
+    -inf for a max, which changes no maximum); the axes before it merged
     into one and those after it too (the lowering raises a window between at
-    most two other axes, D-LOW-WINDOW): None for a shorter axis, a prime
-    extent, or axes both before and after it of more than one element.  The
-    lowering raises a max reduction to one `max` task per point of the
-    reduced axis (D-COMPILE-REDUCE): a Softmax's row max over
-    3,136 elements was 3,136 serial tasks, 21 s of compile CPU, quadratic in
-    the row (311 s over 12,544; an outside review, session 54); split, it is
-    56 + 56."""
+    most two other axes, D-LOW-WINDOW); None for a shorter axis, or axes
+    both before and after it of more than one element.  The lowering raises
+    a max reduction to one `max` task per point of the reduced axis
+    (D-COMPILE-REDUCE): a Softmax's row max over 3,136 elements was 3,136
+    serial tasks, 21 s of compile CPU, quadratic in the row (311 s over
+    12,544; an outside review, session 54); split, it is 56 + 56, and a
+    prime 20,011 (15.4 s over 10,007, 42.5 s over 20,011: the same review)
+    142 + 141."""
     n = shape[axis]
-    m = next((d for d in range(math.isqrt(n), 1, -1) if n % d == 0), None)
     before, after = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
-    if n < LONG_AXIS or m is None or (before > 1 and after > 1):
+    if n < LONG_AXIS or (before > 1 and after > 1):
         return None
+    root = math.isqrt(n)
+    m = next((d for d in range(root, 1, -1) if n % d == 0), 1)
+    if 2 * m < root:
+        m = root + (root * root < n)
+    k = -(-n // m)
     outer = [before] if before > 1 else []
-    return LongAxisSplit([*outer, m, n // m, *([after] if after > 1 else [])], len(outer))
+    return LongAxisSplit([*outer, m, k, *([after] if after > 1 else [])], len(outer), m * k - n)
 
 
 def reduce(
@@ -221,6 +231,9 @@ def reduce(
         and combine is arith.maximumf
         and (split := long_axis_split(shape, axes[0])) is not None
     ):
+        if split.pad:
+            ends = [split.pad if d == axes[0] else 0 for d in range(rank)]
+            value = pad(value, [0] * rank, ends, init)
         rows = reshape(value, split.shape)
         rows = reduce(reduce(rows, [split.at + 1], init, combine), [split.at], init, combine)
         return reshape(rows, [1 if d == axes[0] else s for d, s in enumerate(shape)])

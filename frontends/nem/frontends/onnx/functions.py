@@ -3,7 +3,7 @@ body before import (D-COMPILE-ONNX-FUNCTIONS).
 
 onnx's operator schemas define many ops by a body of simpler ones:
 GroupNormalization, RMSNormalization, Mish, Celu, ThresholdedRelu, Swish,
-MeanVarianceNormalization, ReduceL2, ReduceLogSumExp, ReduceSumSquare,
+MeanVarianceNormalization, ReduceL2, ReduceSumSquare,
 Range, ... (a *function*; for some, built per node from its attributes and
 input types: a *context-dependent* function).  onnxruntime runs such an op
 by its body when it has no kernel for it; the importer does the same for
@@ -160,7 +160,7 @@ def _body(
 def _later(op_type: str, opset: int) -> int | None:
     """The first opset after `opset` at which onnx defines `op_type` by a
     body where it defines none at `opset` (ReduceL1, ReduceL2, ReduceLogSum,
-    ReduceLogSumExp, ReduceSumSquare: from 18), or None."""
+    ReduceSumSquare: from 18), or None."""
     if _schema(op_type, opset) is not None:
         return None
     last = onnx.defs.onnx_opset_version()

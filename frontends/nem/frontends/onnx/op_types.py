@@ -95,6 +95,7 @@ SUPPORTED: frozenset[str] = BOOL_OPS | frozenset(
         "GlobalMaxPool",
         "ReduceSum",
         "ReduceMean",
+        "ReduceLogSumExp",
         "ReduceMax",
         "ReduceMin",
         "ArgMax",

@@ -19,6 +19,8 @@ j`, as the only use of j, and MLIR aborted on it beside a plain one).  f16 sums 
 round once, as the global pools do (D-COMPILE-F16); a mean multiplies the
 sum by `1/n`.  `Pow` is an elementwise `math.powf` (f16 evaluated in f32),
 what exporters write for a layer norm's `(x - mean)^2` before opset 17.
+`ReduceLogSumExp` is `m + log(sum(exp(x - m)))` with m the max over the
+axes (`log_sum_exp`): onnx's own body overflows here (float64 is f32).
 """
 
 from __future__ import annotations
@@ -85,6 +87,53 @@ def reduction(kind: str) -> Callable[[Importer, Node], None]:
             )
 
     return convert
+
+
+def log_sum_exp(imp: Importer, node: Node) -> None:
+    """ReduceLogSumExp as `m + log(sum(exp(x - m)))`, m the max over the
+    axes clamped to f32's finite range (a row of -inf gives -inf, one
+    holding +inf gives +inf, as onnxruntime), in f32 for f16 (D-COMPILE-F16; session 54, an outside
+    review: onnx's body, `log(sum(exp(x)))` in float64, computed here in f32
+    by D-COMPILE-F64, was inf for an input of 100 where onnxruntime gives
+    100.00676)."""
+    x = imp.tensor(node.input(0))
+    axes = _axes(imp, node, x.rank)
+    if not axes:  # noop_with_empty_axes=1 and no axes: the input unchanged
+        imp.vals[node.outputs[0]] = x
+        return
+    phys = [x.perm.index(a) for a in axes]
+    f32 = ir.F32Type.get()
+    half = is_f16(x.value)
+    kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+    top = TensorVal(emit.reduce(x.value, phys, -np.inf, arith.maximumf), kept, x.perm)
+
+    def wide(v: ir.Value) -> ir.Value:
+        return arith.extf(f32, v) if half else v
+
+    def shift(m: ir.Value) -> ir.Value:
+        """m clamped to f32's finite range (a clamp, D-LOW-CLAMP): an
+        infinite max shifts by the largest finite value instead, so that
+        x - shift is still -inf or +inf, never NaN."""
+        big = float(np.finfo(np.float32).max)
+        return arith.minimumf(arith.maximumf(m, emit.fconst(f32, -big)), emit.fconst(f32, big))
+
+    exps, perm = elementwise(
+        imp, [x, top], lambda v, m: math.exp(arith.subf(wide(v), shift(wide(m)))), elem=f32
+    )
+    sums = TensorVal(emit.reduce(exps, [perm.index(a) for a in axes], 0.0, arith.addf), kept, perm)
+
+    def finish(s: ir.Value, m: ir.Value) -> ir.Value:
+        r = arith.addf(math.log(s), shift(wide(m)))
+        return arith.truncf(x.elem, r) if half else r
+
+    value, perm = elementwise(imp, [sums, top], finish, elem=x.elem)
+    if int(node.attrs.get("keepdims", 1)):
+        imp.define(node.outputs[0], value, perm)
+    else:
+        y = imp.logical(TensorVal(value, kept, perm))
+        imp.define(
+            node.outputs[0], emit.reshape(y, [n for d, n in enumerate(x.shape) if d not in axes])
+        )
 
 
 def _axes(imp: Importer, node: Node, rank: int) -> list[int]:
