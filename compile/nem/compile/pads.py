@@ -157,7 +157,10 @@ def _read_interior(
             later.append(op)
     if not later:
         return
-    first = min(later, key=lambda op: sum(1 for o in later if o.is_before_in_block(op)))
+    first = later[0]
+    for op in later[1:]:
+        if op.is_before_in_block(first):
+            first = op
     with ir.InsertionPoint(first), pad.location:  # (after `acc`: the pad's chain is before it)
         view = tensor.extract_slice(source.type, acc, [], [], [], low, sizes, [1] * len(sizes))
     for op in later:

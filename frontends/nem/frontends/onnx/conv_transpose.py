@@ -8,8 +8,9 @@ kernel whose input and output channels are swapped per group
 axis multiply a zero: a 2-D stride 2 does 4x the model's MACs on a
 zero-filled input 4x the size of its own.
 
-With a kernel known at compile time, no dilation and each kernel at least
-as long as its stride (`by_phases`), it is computed by phases instead
+With a kernel known at compile time, no dilation, at most MAX_PHASES
+phases and each kernel at least as long as its stride (`by_phases`), it is
+computed by phases instead
 (`phases`): the outputs `o = st i + p` of one phase p per axis read the
 input at `i + u + c_p` with the kernel taps `t0_p + st u` only, a
 stride-1 convolution of the undilated input with the sub-kernel
@@ -17,7 +18,8 @@ stride-1 convolution of the undilated input with the sub-kernel
 stride st (a strided `tensor.insert_slice`).  The same products as the
 dilated convolution's that are not by zero, in the same order, so the sums
 are the same (but for the sign of a zero).  Otherwise (a kernel computed at
-run time, a dilation) the dilated convolution stands.
+run time, a dilation, a stride of more phases, a kernel shorter than its
+stride) the dilated convolution stands.
 """
 
 from __future__ import annotations
