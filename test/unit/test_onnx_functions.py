@@ -20,10 +20,6 @@ def weights(name: str, shape: list[int]) -> onnx.TensorProto:
     return numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32), name)
 
 
-def axes(name: str, values: list[int]) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.array(values, np.int64), name)
-
-
 def op_then_relu(op: str, opset: int, inits=(), **attrs) -> onnx.ModelProto:
     """`x` [1, 8, 6, 6] -> `op` -> Relu -> `y`: the Relu needs the op's
     output type, which onnx's inference does not give for some of them."""
@@ -47,16 +43,8 @@ CASES = {
     "Celu-13": lambda: op_then_relu("Celu", 13, alpha=0.7),
     "Mish-22": lambda: op_then_relu("Mish", 22),
     "MeanVarianceNormalization-13": lambda: op_then_relu("MeanVarianceNormalization", 13),
-    "ReduceL2-18": lambda: op_then_relu("ReduceL2", 18, [axes("a", [1])]),
-    "ReduceSumSquare-18": lambda: op_then_relu("ReduceSumSquare", 18, [axes("a", [1])], keepdims=0),
-    # (ReduceLogSumExp: a converter of its own since session 54, test_onnx_logsumexp.py)
-    # defined by a body from opset 18 only: the node converted up, its body
-    # there, converted (or, where onnx has no adapter down, relabeled) back
-    # (session 54: refused at opset 13-17, an outside review)
-    "ReduceL2-13": lambda: op_then_relu("ReduceL2", 13, axes=[1]),
-    "ReduceL1-17": lambda: op_then_relu("ReduceL1", 17, axes=[2, 3], keepdims=0),
-    "ReduceSumSquare-15": lambda: op_then_relu("ReduceSumSquare", 15),
-    "ReduceLogSum-17": lambda: op_then_relu("ReduceLogSum", 17, axes=[-1]),
+    # (ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceSumSquare: converters
+    # of their own since session 54, test_onnx_norm_reductions.py)
     # its body compares and selects (Less, Where: D-COMPILE-BOOL, session 27)
     "ThresholdedRelu-18": lambda: op_then_relu("ThresholdedRelu", 18, alpha=0.3),
 }

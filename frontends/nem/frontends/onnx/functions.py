@@ -3,7 +3,7 @@ body before import (D-COMPILE-ONNX-FUNCTIONS).
 
 onnx's operator schemas define many ops by a body of simpler ones:
 GroupNormalization, RMSNormalization, Mish, Celu, ThresholdedRelu, Swish,
-MeanVarianceNormalization, ReduceL2, ReduceSumSquare,
+MeanVarianceNormalization, ReduceL2, ReduceLogSumExp, ReduceSumSquare,
 Range, ... (a *function*; for some, built per node from its attributes and
 input types: a *context-dependent* function).  onnxruntime runs such an op
 by its body when it has no kernel for it; the importer does the same for
@@ -16,8 +16,7 @@ version converter (its adapters say which ops changed meaning).
 Which node is replaced, by which body:
 
 - the body of the largest opset version the schema defines one for, at
-  most the model's (the one onnx would run for the model); where there is
-  none, the first one after it (ReduceL2 and its kin from 18: `_body_from`);
+  most the model's (the one onnx would run for the model);
 - every attribute the node leaves out gets its schema default first, so the
   body reads the value the op would have used;
 - only nodes that read data computed at run time: one computed from
@@ -81,7 +80,7 @@ def expand_functions(
             and n.domain in ("", "ai.onnx")
             and n.op_type not in converted
             and n.name not in skip
-            and (_schema(n.op_type, opset) is not None or _later(n.op_type, opset) is not None)
+            and _schema(n.op_type, opset) is not None
         ]
         if not candidates:
             return done
@@ -116,8 +115,7 @@ def _body(
     renamed `<node>/<value>`, its nodes `<node>/<OpType>_<k>`."""
     function = _function(node, opset, types)
     if function is None:
-        later = _later(node.op_type, opset)
-        return None if later is None else _body_from(later, node, opset, types)
+        return None
     written = next((o.version for o in function.opset_import if o.domain in ("", "ai.onnx")), opset)
     function.domain, function.name = DOMAIN, node.op_type
     call = onnx.NodeProto()
@@ -155,105 +153,6 @@ def _body(
         n.output[:] = [renamed.get(v, v) for v in n.output]
         out.append(n)
     return out
-
-
-def _later(op_type: str, opset: int) -> int | None:
-    """The first opset after `opset` at which onnx defines `op_type` by a
-    body where it defines none at `opset` (ReduceL1, ReduceL2, ReduceLogSum,
-    ReduceSumSquare: from 18), or None."""
-    if _schema(op_type, opset) is not None:
-        return None
-    last = onnx.defs.onnx_opset_version()
-    return next((v for v in range(opset + 1, last + 1) if _schema(op_type, v) is not None), None)
-
-
-def _body_from(
-    later: int, node: onnx.NodeProto, opset: int, types: dict[str, onnx.TypeProto]
-) -> list[onnx.NodeProto] | None:
-    """`node`'s body by the definition onnx gives at opset `later` (session
-    54, an outside review: a ReduceL2 at opset 13 was refused where the
-    README says onnx's bodies compile it): the node alone converted up to
-    `later` by onnx's version converter (a Reduce's `axes` attribute becomes
-    a Constant input), replaced there by its body (`_body`), and the result
-    converted back to `opset` (the bodies' ReduceSum, Mul, Sqrt, ... exist
-    there).  None where either conversion fails."""
-    graph = onnx.helper.make_graph(
-        [node],
-        "alone",
-        [onnx.helper.make_value_info(v, types[v]) for v in dict.fromkeys(node.input) if v],
-        [onnx.helper.make_empty_tensor_value_info(v) for v in node.output if v],
-    )
-    alone = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
-    try:
-        up = onnx.shape_inference.infer_shapes(version_converter.convert_version(alone, later))
-    except Exception:  # onnx's C++ errors arrive as RuntimeError, ValueError, ...
-        return None
-    g = up.graph
-    typed = {v.name: v.type for v in (*g.input, *g.value_info, *g.output)}
-    nodes: list[onnx.NodeProto] = []
-    for n in g.node:
-        body = _body(n, later, typed) if n.op_type == node.op_type else [n]
-        if body is None:
-            return None
-        nodes += body
-    del g.node[:]
-    g.node.extend(nodes)
-    try:
-        _cast_like_as_cast(up)
-    except Exception:
-        return None
-    down: onnx.ModelProto | None
-    try:
-        down = version_converter.convert_version(up, opset)
-    except Exception:  # most ops have no adapter down (Mul 14 -> 13)
-        down = _relabeled(up, opset)
-    if down is None:
-        return None
-    own = {v for v in (*node.input, *node.output) if v}
-    prefix = f"{node.name}/"
-    out = []
-    for k, n in enumerate(down.graph.node):
-        n.name = f"{prefix}{n.op_type}_{k}"
-        for vals in (n.input, n.output):
-            vals[:] = [v if not v or v in own or v.startswith(prefix) else prefix + v for v in vals]
-        out.append(n)
-    return out
-
-
-def _relabeled(model: onnx.ModelProto, opset: int) -> onnx.ModelProto | None:
-    """`model` declared at `opset` as it stands, where onnx's checker (full
-    check: strict shape inference) takes every node by its schema there; else
-    None.  onnx's version converter has adapters down for few ops (none for
-    Mul 14 -> 13), while the bodies' Mul, ReduceSum, Cast, Sqrt, Abs, Log,
-    Exp and Constant mean the same at 13 as at 18 (their later versions add
-    element types)."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    for o in m.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            o.version = opset
-    try:
-        onnx.checker.check_model(m, full_check=True)
-    except Exception:
-        return None
-    return m
-
-
-def _cast_like_as_cast(model: onnx.ModelProto) -> None:
-    """Each `CastLike(x, like)` of `model` (an opset-18 body's, ReduceL2's)
-    as `Cast(x, to=like's element type)`, ONNX's definition of CastLike,
-    so that the body converts down to an opset before 15, which has no
-    CastLike; `like`'s type from onnx's shape inference (a KeyError where
-    it has none: the caller's conversion fails)."""
-    g = onnx.shape_inference.infer_shapes(model).graph
-    elem = {v.name: v.type.tensor_type.elem_type for v in (*g.input, *g.value_info, *g.output)}
-    for n in model.graph.node:
-        if n.op_type == "CastLike":
-            to = elem[n.input[1]]
-            del n.input[1:]
-            del n.attribute[:]  # (saturate: for float8 targets only)
-            n.op_type = "Cast"
-            n.attribute.append(onnx.helper.make_attribute("to", to))
 
 
 def _schema(op_type: str, opset: int) -> Any:

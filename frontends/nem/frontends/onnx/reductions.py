@@ -21,6 +21,10 @@ sum by `1/n`.  `Pow` is an elementwise `math.powf` (f16 evaluated in f32),
 what exporters write for a layer norm's `(x - mean)^2` before opset 17.
 `ReduceLogSumExp` is `m + log(sum(exp(x - m)))` with m the max over the
 axes (`log_sum_exp`): onnx's own body overflows here (float64 is f32).
+`ReduceSumSquare`, `ReduceL1`, `ReduceL2` and `ReduceLogSum` are the sum
+with an elementwise op before it (a square, an absolute value) or after it
+(a square root, a log), f16 in f32 (onnx's bodies square an f16 in f16: a
+sum of squares past 65,504 was inf where onnxruntime gives the norm).
 """
 
 from __future__ import annotations
@@ -40,8 +44,27 @@ COMBINE = {
     "mean": (0.0, arith.addf),
     "max": (-np.inf, arith.maximumf),
     "min": (np.inf, arith.minimumf),
+    "sumsquare": (0.0, arith.addf),
+    "l1": (0.0, arith.addf),
+    "l2": (0.0, arith.addf),
+    "logsum": (0.0, arith.addf),
 }
 """Reduction kind -> (initial value, combiner)."""
+
+PROLOGUE: dict[str, Callable[[ir.Value], ir.Value]] = {
+    "sumsquare": lambda e: arith.mulf(e, e),
+    "l2": lambda e: arith.mulf(e, e),
+    "l1": math.absf,
+}
+"""The elementwise op before a kind's sum (an op of its own, raised; f16 in
+f32): ReduceSumSquare's, ReduceL2's square, ReduceL1's absolute value."""
+
+FINISH: dict[str, Callable[[ir.Value, int], ir.Value]] = {
+    "mean": lambda t, n: arith.mulf(t, emit.fconst(t.type, 1.0 / n)),
+    "l2": lambda t, n: math.sqrt(t),
+    "logsum": lambda t, n: math.log(t),
+}
+"""The elementwise op after a kind's reduction of n elements (f16 in f32)."""
 
 
 def reduction(kind: str) -> Callable[[Importer, Node], None]:
@@ -55,29 +78,40 @@ def reduction(kind: str) -> Callable[[Importer, Node], None]:
         if not axes:  # noop_with_empty_axes=1 and no axes: the input unchanged, whatever keepdims
             imp.vals[node.outputs[0]] = x
             return
-        v = x.value
-        wide = kind in ("sum", "mean") and is_f16(v)
+        v, perm = x.value, x.perm
+        wide = combine is arith.addf and is_f16(v)
         f32 = ir.F32Type.get()
+        if kind in PROLOGUE:
+            pro = PROLOGUE[kind]
+            v, perm = elementwise(
+                imp,
+                [x],
+                lambda e: pro(arith.extf(f32, e) if wide else e),
+                elem=f32 if wide else None,
+            )
+            wide_in = False  # (the prologue's output is f32 already)
+        else:
+            wide_in = wide
         s = emit.reduce(
             v,
-            [x.perm.index(a) for a in axes],
+            [perm.index(a) for a in axes],
             init,
             combine,
-            elem=f32 if wide else None,
-            prologue=(lambda e: arith.extf(f32, e)) if wide else None,
+            elem=f32 if wide_in else None,
+            prologue=(lambda e: arith.extf(f32, e)) if wide_in else None,
         )
         kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
-        y = TensorVal(s, kept, x.perm)
-        if kind == "mean" or wide:
+        y = TensorVal(s, kept, perm)
+        if kind in FINISH or wide:
             n = int(np.prod([x.shape[a] for a in axes]))
 
             def finish(t: ir.Value) -> ir.Value:
-                if kind == "mean":
-                    t = arith.mulf(t, emit.fconst(t.type, 1.0 / n))
-                return arith.truncf(emit.elem_type(v), t) if wide else t
+                if kind in FINISH:
+                    t = FINISH[kind](t, n)
+                return arith.truncf(x.elem, t) if wide else t
 
-            value, perm = elementwise(imp, [y], finish, elem=emit.elem_type(v) if wide else None)
-            y = TensorVal(value, kept, perm)
+            value, fperm = elementwise(imp, [y], finish, elem=x.elem if wide else None)
+            y = TensorVal(value, kept, fperm)
         if keepdims:
             imp.define(node.outputs[0], y.value, y.perm)
         else:
