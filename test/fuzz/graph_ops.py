@@ -550,7 +550,17 @@ def _reduce(name: str) -> None:
         b.add(name, ins, pos=x.pos, **attrs)
 
 
-for _name in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"):
+for _name in (
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceSumSquare",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",  # (a negative sum: NaN, where onnxruntime's is too)
+    "ReduceLogSumExp",
+):
     _reduce(_name)
 
 

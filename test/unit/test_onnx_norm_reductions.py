@@ -104,3 +104,31 @@ def test_an_f16_l2_norm_whose_squares_overflow_f16_is_finite():
     model = _model(13, [1], 0, np.float16, shape=(1, 2), op="ReduceL2")
     got, want = _run(model, np.array([[200.0, 200.0]], np.float16))
     assert np.isfinite(want).all() and max_violation(got, want) <= 1.0
+
+
+@pytest.mark.parametrize(
+    "op, dtype",
+    [
+        ("ReduceLogSum", np.float32),
+        ("ReduceL2", np.float32),
+        ("ReduceL1", np.float16),
+        ("ReduceSumSquare", np.float32),
+        ("ReduceLogSumExp", np.float32),
+    ],
+)
+def test_no_axes_with_noop_keeps_the_elementwise_ops(op, dtype):
+    """`noop_with_empty_axes=1` and no axes: no reduction, but ReduceLogSum
+    is still the log of its input (onnx's body: Log(ReduceSum(x))), ReduceL2
+    |x|, ReduceSumSquare x * x (the graph fuzzer's seed 5408 found x
+    returned unchanged, minimized to one ReduceLogSum of a [1, 1] input)."""
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    g = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], name="r", noop_with_empty_axes=1)],
+        "g",
+        [helper.make_tensor_value_info("x", elem, [2, 3])],
+        [helper.make_tensor_value_info("y", elem, None)],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    x = np.random.default_rng(8).uniform(0.5, 3, (2, 3)).astype(dtype)
+    got, want = _run(model, x)
+    assert got.shape == want.shape and max_violation(got, want) <= 1.0

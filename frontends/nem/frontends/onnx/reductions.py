@@ -75,12 +75,24 @@ def reduction(kind: str) -> Callable[[Importer, Node], None]:
         x = imp.tensor(node.input(0))
         axes = _axes(imp, node, x.rank)
         keepdims = int(node.attrs.get("keepdims", 1))
-        if not axes:  # noop_with_empty_axes=1 and no axes: the input unchanged, whatever keepdims
-            imp.vals[node.outputs[0]] = x
-            return
         v, perm = x.value, x.perm
         wide = combine is arith.addf and is_f16(v)
         f32 = ir.F32Type.get()
+        if not axes:  # noop_with_empty_axes=1 and no axes: no reduction, whatever keepdims
+            if kind not in PROLOGUE and kind not in ("l2", "logsum"):
+                imp.vals[node.outputs[0]] = x  # (a sum, mean, max or min of one element)
+                return
+            # the elementwise ops still apply (onnx's bodies: ReduceLogSum is
+            # Log(ReduceSum(x)), the graph fuzzer found x returned, session 54)
+
+            def pointwise(e: ir.Value) -> ir.Value:
+                t = arith.extf(f32, e) if wide else e
+                t = PROLOGUE[kind](t) if kind in PROLOGUE else t
+                t = FINISH[kind](t, 1) if kind in FINISH else t
+                return arith.truncf(x.elem, t) if wide else t
+
+            imp.define(node.outputs[0], *elementwise(imp, [x], pointwise))
+            return
         if kind in PROLOGUE:
             pro = PROLOGUE[kind]
             v, perm = elementwise(
