@@ -310,4 +310,4 @@ def test_a_skip_read_beside_its_padded_copy_is_read_from_the_padded_buffer(from_
     want = onnxruntime_run(model, samples.random_inputs(model, seed=2))["y"]
     assert max_violation(got, want) <= 1.0
     assert np.array_equal(got.view(np.uint32), only_output(old, model, 0).view(np.uint32))
-    assert dma_bytes(new.nem) < dma_bytes(old.nem) or from_input
+    assert dma_bytes(new.nem) < dma_bytes(old.nem)  # (a graph input: 265,728 -> 249,344 B)

@@ -58,10 +58,9 @@ def max_violation(got: np.ndarray, want: np.ndarray) -> float:
     g, w = got.astype(np.float64), want.astype(np.float64)
     if g.shape != w.shape:
         raise ValueError(f"shape {g.shape} differs from onnxruntime's {w.shape}")
-    odd = ~np.isfinite(g) | ~np.isfinite(w)  # each NaN or infinity where the other has it
-    if not np.array_equal(g[odd], w[odd], equal_nan=True):
+    fin = _numbers(g, w)
+    if fin is None:
         return float("inf")
-    fin = ~odd
     if atol == rtol == 0.0:  # integers: exact
         return 0.0 if np.array_equal(g[fin], w[fin]) else float("inf")
     return float(np.max(np.abs(g[fin] - w[fin]) / (atol + rtol * np.abs(w[fin])), initial=0.0))
@@ -280,14 +279,19 @@ def reference_run(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict
     return {o.name: np.asarray(v) for o, v in zip(model.graph.output, outs)}
 
 
+def _numbers(g: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+    """Where both arrays hold a number, when each NaN and infinity of one is
+    the other's (the same sign), else None."""
+    odd = ~np.isfinite(g) | ~np.isfinite(w)
+    return ~odd if np.array_equal(g[odd], w[odd], equal_nan=True) else None
+
+
 def _max_diff(got: np.ndarray, want: np.ndarray) -> float:
     """max |got - want| over the elements both hold a number in (inf where
     one holds a NaN or an infinity the other does not)."""
     g, w = got.astype(np.float64), want.astype(np.float64)
-    odd = ~np.isfinite(g) | ~np.isfinite(w)
-    if not np.array_equal(g[odd], w[odd], equal_nan=True):
-        return float("inf")
-    return float(np.max(np.abs(g[~odd] - w[~odd]), initial=0.0))
+    fin = _numbers(g, w)
+    return float("inf") if fin is None else float(np.max(np.abs(g[fin] - w[fin]), initial=0.0))
 
 
 def _second_opinion(name: str, got: np.ndarray, ref: np.ndarray, ort: np.ndarray) -> float:

@@ -144,17 +144,14 @@ def _read_interior(
     """Make the ops after `pad` that read `source` read the padded tensor's
     interior (`acc` at `low`) instead: the same values.  `source` then has
     one reader, the padded tensor, which it is computed into in place; read
-    by another op too (a residual block's skip, its Add; a graph input's
-    NHWC copy beside the convolution it pads), One-Shot Analysis gave it a
+    by another op too (a residual block's skip, its Add; an input read by a
+    padded 3x3 and an unpadded 1x1 convolution), One-Shot Analysis gave it a
     buffer of its own and copied it into the padded one (session 54)."""
     from mlir.dialects import tensor
 
     block = pad.block
-    later = []
-    for u in source.uses:
-        op = u.owner.operation if hasattr(u.owner, "operation") else u.owner
-        if op.block == block and pad.is_before_in_block(op) and op not in later:
-            later.append(op)
+    owners = (u.owner.operation if hasattr(u.owner, "operation") else u.owner for u in source.uses)
+    later = list(dict.fromkeys(o for o in owners if o.block == block and pad.is_before_in_block(o)))
     if not later:
         return
     first = later[0]

@@ -236,9 +236,8 @@ def phases(
         [Phase.of(p, k, st, low, out) for p in range(st)]
         for k, st, low, out in zip(kernel, strides, lows, outs)
     ]
-    used = [
-        [a for a in axis if a.count] for axis in per_axis
-    ]  # (an output shorter than the stride)
+    # (a phase without an output: an output shorter than the stride)
+    used = [[a for a in axis if a.count] for axis in per_axis]
     # one border for every phase: each reads its rows of it
     lo = [max(0, *(-a.first for a in axis)) for axis in used]
     hi = [max(0, *(a.first + a.rows - s for a in axis)) for axis, s in zip(used, sizes)]

@@ -573,7 +573,7 @@ class Importer:
     def in_perm(self, tv: TensorVal, perm: Sequence[int]) -> ir.Value:
         """`tv` as an MLIR tensor whose dimension i is logical dimension
         `perm[i]`: made once per value and order (a graph input's NHWC copy
-        serves its convolution and a residual Add reading it alike)."""
+        serves every convolution and pooling that reads it)."""
         perm = tuple(perm)
         if tv.perm == perm:
             return tv.value
@@ -592,10 +592,9 @@ class Importer:
         )
 
     def pad(self, value: ir.Value, low: Sequence[int], high: Sequence[int], x: float) -> ir.Value:
-        """`emit.pad`, made once per value, borders and padding value: the
-        two convolutions of one input with the same padding (Inception's and
-        SqueezeNet's branches, a residual block's first 3x3 and its
-        projection) read one padded tensor."""
+        """`emit.pad`, made once per value, borders and padding value: two
+        convolutions of one input with the same padding (two 3x3 branches
+        of one tensor) read one padded tensor."""
         key = (value, tuple(low), tuple(high), x)
         made = self.pads.get(key)
         if made is None:

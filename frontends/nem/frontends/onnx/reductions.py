@@ -79,7 +79,7 @@ def reduction(kind: str) -> Callable[[Importer, Node], None]:
         wide = combine is arith.addf and is_f16(v)
         f32 = ir.F32Type.get()
         if not axes:  # noop_with_empty_axes=1 and no axes: no reduction, whatever keepdims
-            if kind not in PROLOGUE and kind not in ("l2", "logsum"):
+            if kind not in PROLOGUE and (kind not in FINISH or kind == "mean"):
                 imp.vals[node.outputs[0]] = x  # (a sum, mean, max or min of one element)
                 return
             # the elementwise ops still apply (onnx's bodies: ReduceLogSum is
@@ -124,15 +124,29 @@ def reduction(kind: str) -> Callable[[Importer, Node], None]:
 
             value, fperm = elementwise(imp, [y], finish, elem=x.elem if wide else None)
             y = TensorVal(value, kept, fperm)
-        if keepdims:
-            imp.define(node.outputs[0], y.value, y.perm)
-        else:
-            imp.define(
-                node.outputs[0],
-                emit.reshape(imp.logical(y), [n for d, n in enumerate(x.shape) if d not in axes]),
-            )
+        _define_reduced(imp, node, y, x.shape, axes, keepdims)
 
     return convert
+
+
+def _define_reduced(
+    imp: Importer,
+    node: Node,
+    y: TensorVal,
+    shape: tuple[int, ...],
+    axes: list[int],
+    keepdims: int,
+) -> None:
+    """`node`'s output: `y`, a reduction of a tensor of `shape` over `axes`
+    whose reduced dimensions are kept with size 1, those removed by a
+    reshape unless `keepdims`."""
+    if keepdims:
+        imp.define(node.outputs[0], y.value, y.perm)
+    else:
+        imp.define(
+            node.outputs[0],
+            emit.reshape(imp.logical(y), [n for d, n in enumerate(shape) if d not in axes]),
+        )
 
 
 def log_sum_exp(imp: Importer, node: Node) -> None:
@@ -173,13 +187,8 @@ def log_sum_exp(imp: Importer, node: Node) -> None:
         return arith.truncf(x.elem, r) if half else r
 
     value, perm = elementwise(imp, [sums, top], finish, elem=x.elem)
-    if int(node.attrs.get("keepdims", 1)):
-        imp.define(node.outputs[0], value, perm)
-    else:
-        y = imp.logical(TensorVal(value, kept, perm))
-        imp.define(
-            node.outputs[0], emit.reshape(y, [n for d, n in enumerate(x.shape) if d not in axes])
-        )
+    keepdims = int(node.attrs.get("keepdims", 1))
+    _define_reduced(imp, node, TensorVal(value, kept, perm), x.shape, axes, keepdims)
 
 
 def _axes(imp: Importer, node: Node, rank: int) -> list[int]:
