@@ -57,3 +57,21 @@ def test_compile_md_commands_and_api(tmp_path):
     finally:
         os.chdir(cwd)
     assert (tmp_path / "mlp.weights.npz").is_file()
+
+
+@pytest.mark.slow  # 6 s
+def test_the_roofline_worked_example_reproduces(tmp_path):
+    """docs/compile.md's MobileNetV2 roofline example: its commands, run as
+    written, print the rows it shows (an outside review, session 55: the
+    model was not shipped, and a faithful rebuild gave other figures)."""
+    (block,) = [b for b in blocks(ROOT / "docs" / "compile.md", "text") if "mbv2_block" in b]
+    commands = [x[2:] for x in block.splitlines() if x.startswith("$ ")]
+    run_shell("\n".join(commands[:-1]), tmp_path)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    out = subprocess.run(
+        commands[-1], shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    shown = [x for x in block.splitlines() if x.startswith(("program ", "node '"))]
+    assert len(shown) >= 5
+    for row in shown:
+        assert any(line.startswith(row) for line in out), row

@@ -533,3 +533,43 @@ def test_a_long_group_name_keeps_its_op_type(name, shown):
     its middle and keeps its op type (an outside review, session 54: `node
     'layernormalization_1' (L...` named no op type)."""
     assert cut(name, 33) == shown and len(shown) <= 33
+
+
+def test_an_nmu_rate_in_the_profile_sets_the_nmu_bound():
+    """`NMU.macs` sets every input type's rate above the device's, a
+    per-type key (the device's names) one type's (an outside review, session
+    55: `{"NMU": {"macs": 16}}` changed nothing on a device that gives its
+    rates, under a header saying the profile overrode them); the example's
+    i8 convolutions on npm_lite's `int8_macs` 4096."""
+    base, _ = _timed(CONV)
+    assert base.total.units["NMU"].bound == 14112
+    every, _ = _timed(CONV, {"NMU": {"macs": 2048}})
+    assert every.total.units["NMU"].bound == 2 * 14112
+    one, _ = _timed(CONV, {"NMU": {"macs": 2048, "int8_macs": 1024}})
+    assert one.total.units["NMU"].bound == 4 * 14112
+    other, _ = _timed(CONV, {"NMU": {"fp16_macs": 1024}})  # not the example's type
+    assert other.total.units["NMU"].bound == 14112
+    it = NemInterpreter(trace=False)
+    with pytest.raises(ValueError, match="unknown parameter 'fp33_macs'.*fp32_macs"):
+        it.set_timing_profile({"NMU": {"fp33_macs": 8}})
+
+
+def test_flags_that_did_nothing_are_usage_errors(tmp_path, capsys):
+    """`--timed` with `--mode functional` ran timed, and `--roofline-plot ''`
+    drew nothing, both without a word (an outside review, session 55)."""
+    assert run([str(CONV), "--mode", "functional", "--timed"]) == 2
+    assert "--timed is --mode timed: it excludes --mode functional" in capsys.readouterr().err
+    assert run([str(CONV), "--timed", "--roofline", "--roofline-plot", ""]) == 2
+    assert "--roofline-plot needs a file name" in capsys.readouterr().err
+    assert run([str(CONV), "--timed", "--mode", "timed"]) == 0
+
+
+def test_utilization_columns_round_down_as_binds_compares():
+    """The example's loop keeps its NMU busy 90.96% of its cycles: the
+    column prints 90%, rounded down, so a kind shown at 50% is one `binds`
+    names (a DMA at 49.8% printed 50% beside `latency`, session 55)."""
+    rep, _ = _timed(CONV)
+    loop = next(r for r in rep.groups if r.name == "loop at line 49")
+    assert 0.9 < loop.units["NMU"].utilization < 0.91
+    line = next(x for x in rep.to_text().splitlines() if x.startswith("loop at line 49"))
+    assert line.split()[-1] == "90%"

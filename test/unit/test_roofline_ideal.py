@@ -310,3 +310,37 @@ def test_each_op_types_groups_within_2x_and_the_least_work():
     assert conv1["least"]["macs"] == MACS1
     assert doc["total"]["least"]["macs"] == sum(r.least[1] for r in nodes if r.least)
     assert "ideal" not in session.roofline().to_json()["within"]["Conv"]  # no model given
+
+
+def test_the_models_nodes_no_task_names_are_listed(tmp_path, capsys):
+    """With `--onnx`, a node of the model that no task names (here an Abs of
+    a constant, computed at compile time) is listed under the table and in
+    the JSON's `nodes_without_tasks`, so every node is a row, fused into one
+    or listed (an outside review, session 55: a Mul folded into a Softmax
+    was named nowhere); a `.nem` program, whose tasks name no node, runs
+    with a warning that `--onnx` is unused (it did nothing, silently)."""
+    from nem.cli.nem_compile import nemb_bytes
+    from nem.compile import compile_onnx
+
+    proto = conv_bn_relu()
+    onnx_path, nemb = tmp_path / "conv_bn.onnx", tmp_path / "conv_bn.nemb"
+    onnx.save(proto, str(onnx_path))
+    result = compile_onnx(str(onnx_path), device="npm_pro_x1", origins=True)
+    nemb.write_bytes(nemb_bytes(result, str(nemb), str(onnx_path)))
+    flags = ["--mode", "timed", "--roofline", "--onnx", str(onnx_path)]
+    assert run([str(nemb), *flags, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["nodes_without_tasks"] == ["'var' (Abs)"]
+    assert run([str(nemb), *flags]) == 0
+    out = capsys.readouterr().out
+    assert "no task names 1 node(s) of the model: 'var' (Abs);" in out
+    assert "'bn' (BatchNormalization) fused into node 'conv1' (Conv)" in out
+    assert "'relu1'" not in out.split("no task names")[1]
+    text, weights = tmp_path / "conv_bn.nem", tmp_path / "conv_bn.weights.npz"
+    plain = compile_onnx(str(onnx_path), device="npm_pro_x1")
+    text.write_text(plain.nem)
+    plain.save_weights(str(weights))
+    assert run([str(text), "--input", str(weights), *flags]) == 0
+    out, err = capsys.readouterr()
+    assert f"warning: --onnx {onnx_path} is unused: no task of {text} names an ONNX node" in err
+    assert "node(s) of the model" not in out

@@ -464,7 +464,11 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     from nem.runtime.api import NemInterpreter, profile_problem
 
     outputs = [Output.parse(o) for o in args.output]
-    bad = run_options.usage_problem(args) or roofline_cli.usage_problem(args)
+    bad = (
+        run_options.resolve_mode(args)
+        or run_options.usage_problem(args)
+        or roofline_cli.usage_problem(args)
+    )
     if bad:
         return _usage(bad)
     bad_path = _check_paths(args, outputs)
@@ -656,7 +660,7 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
         for line in written:
             print(line)
     if args.roofline:
-        roofline_cli.print_report(s, result, args, least, repeat.to_json() if repeat else None)
+        roofline_cli.print_report(s, result, args, model, repeat.to_json() if repeat else None)
     if result.error is not None:
         print(result.error.render(), file=sys.stderr)
         failed = True

@@ -53,8 +53,11 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         return "--json prints the roofline report: it needs --roofline"
     if args.onnx and not args.roofline:
         return "--onnx gives the roofline report's ideal bounds: it needs --roofline"
-    if args.roofline_plot and not args.roofline:
+    if args.roofline_plot is not None and not args.roofline:
         return "--roofline-plot draws the roofline report: it needs --roofline"
+    if args.roofline_plot == "":
+        # (an outside review, session 55: `--roofline-plot ''` drew nothing and said nothing)
+        return "--roofline-plot needs a file name (FILE.png, .svg or .pdf)"
     if args.roofline and args.mode != "timed":
         return (
             "--roofline needs --mode timed: the cycles and the bound come from the timed "
@@ -113,7 +116,9 @@ def foreign_model(
     the locations name is another file (a copy, or the model edited since:
     the ideal bounds take the shapes of the file given; a program compiled
     from a `ModelProto` names none).  A program with no node (`.nem` text)
-    is not checked: its report has no node rows."""
+    has only its ports checked, and a warning that `--onnx` is unused: its
+    report has no node rows (an outside review, session 55: the flag was
+    taken and did nothing)."""
     import os
 
     from nem.dialect.diagnostics import LAYOUT, located_nodes
@@ -132,6 +137,12 @@ def foreign_model(
             f"nem-run: error: --onnx {args.onnx} is not the model {args.program} was "
             f"compiled from{named}: {port}\nfix: {fix}",
             None,
+        )
+    if not nodes:
+        return None, (
+            f"nem-run: warning: --onnx {args.onnx} is unused: no task of {args.program} "
+            "names an ONNX node (nem-compile writes them into M.nemb, not into .nem text: "
+            "compile with -o M.nemb)"
         )
     for name, op in nodes:
         theirs = model.op_type(name)
@@ -175,7 +186,7 @@ def print_report(
     session: Session,
     result: RunResult,
     args: argparse.Namespace,
-    least: Least | None = None,
+    model: NodeTraffic | None = None,
     repeat: dict[str, object] | None = None,
 ) -> None:
     """The report: text, or with --json the JSON document (with the run's
@@ -183,9 +194,9 @@ def print_report(
     utilization (the summary's table), and `--repeat`'s wall times
     (`repeat`, which the text prints above the report), so a tool needs
     nothing else from standard output; diagnostics stay on standard
-    error); `least`: the nodes' least work (`least_work`), for the ideal
-    bounds."""
-    rep = session.roofline(least)
+    error); `model`: `--onnx`'s nodes (`least_work`), for the ideal
+    bounds and the nodes no task names."""
+    rep = session.roofline(model.of, model.nodes) if model else session.roofline()
     if args.json:
         doc = {
             "status": result.status,

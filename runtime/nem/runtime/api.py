@@ -37,7 +37,7 @@ from nem.dialect.diagnostics import (
 )
 from nem.dialect.elements import ELEM_DTYPES as DTYPES
 from nem.dialect.ops import ComputeOp, ProgramOp, programs
-from nem.dialect.semantics.cost import Profile
+from nem.dialect.semantics.cost import MAC_RATE_KEYS, Profile
 from nem.runtime import tensor_io
 from nem.runtime.engine import AccumResolver, RunError, compile_program
 from nem.runtime.memory import (
@@ -190,9 +190,12 @@ class NemInterpreter:
             raise ValueError(f"bad timing profile: {problem}")
         for k, v in profile.items():
             # a latency of 8.0 is 8: every duration stays a whole number of cycles
-            self.profile.setdefault(k, {}).update(
-                {key: int(x) if key == "latency" else x for key, x in v.items()}
-            )
+            given = {key: int(x) if key == "latency" else x for key, x in v.items()}
+            if k == "NMU" and "macs" in given:
+                # the rate of every input type, above the device's own rates
+                # (`cost.macs_per_cycle`); a per-type key given beside it wins
+                given = {**dict.fromkeys(MAC_RATE_KEYS, given["macs"]), **given}
+            self.profile.setdefault(k, {}).update(given)
 
     # -------------------------------------------------------------- loading
     def load(self, path: str | Path, check: bool = True) -> Program:
@@ -681,11 +684,9 @@ def profile_problem(profile: object) -> str | None:
         if not isinstance(keys, dict):
             return f"{unit}: expected an object of parameters, got {type(keys).__name__}"
         for key, value in keys.items():
-            if key not in DEFAULT_PROFILE[unit]:
-                return (
-                    f"{unit}: unknown parameter {key!r} (parameters: "
-                    f"{', '.join(DEFAULT_PROFILE[unit])})"
-                )
+            known = [*DEFAULT_PROFILE[unit], *(MAC_RATE_KEYS if unit == "NMU" else ())]
+            if key not in known:
+                return f"{unit}: unknown parameter {key!r} (parameters: {', '.join(known)})"
             if (
                 isinstance(value, bool)
                 or not isinstance(value, int | float)

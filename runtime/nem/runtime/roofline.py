@@ -34,7 +34,7 @@ the ideal does not.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -212,6 +212,9 @@ class Report:
     profiled: bool = False  # a timing profile overrides D-RT-COST's numbers
     ideal: bool = False  # rows have an `ideal_bound` where the model gave their nodes' work
     critical_path: list[Segment] = field(default_factory=list)  # in time order
+    no_tasks: list[str] = field(default_factory=list)
+    """The nodes of the model given (`--onnx`) that no task names, as
+    `'name' (Op)`: no group of their own and fused into none (`report`)."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -223,6 +226,7 @@ class Report:
             "total": self.total.to_json(self.ideal),
             "groups": [g.to_json(self.ideal) for g in self.groups],
             "critical_path": [s.to_json() for s in self.critical_path],
+            **({"nodes_without_tasks": self.no_tasks} if self.ideal else {}),
             "within": {
                 op: {"within": n, "of": of, **({"ideal": i} if self.ideal else {})}
                 for op, (n, of, i) in self.within().items()
@@ -277,7 +281,7 @@ class Report:
         ]
         for r in [self.total, *self.groups]:
             util = "".join(
-                f"{r.units[u].utilization * 100:6.0f}%" if u in r.units else f"{'-':>7}"
+                f"{math.floor(r.units[u].utilization * 100):6d}%" if u in r.units else f"{'-':>7}"
                 for u in kinds
             )
             name = cut(r.name, 33)
@@ -291,6 +295,17 @@ class Report:
                 line += f"{bound:>10}{ratio:>8}  {r.ideal_roof or '-':<7}"
             out.append(f"{line}{r.binds:<9}{util}")
         out += [f"{f} fused into {r.name}" for r in self.groups for f in r.fused]
+        if self.no_tasks:
+            shown_nodes = self.no_tasks[:NO_TASKS_LISTED]
+            more = len(self.no_tasks) - len(shown_nodes)
+            out.append(
+                f"no task names {len(self.no_tasks)} node(s) of the model: "
+                + ", ".join(shown_nodes)
+                + (f" and {more} more (--json lists them)" if more else "")
+                + "; their work, if any, was done at compile time or is in other nodes' tasks (a "
+                "constant computed, a scale folded into its consumer, a transposed read, a "
+                "concatenation written in place)"
+            )
         if self.total.critical:
             out += self.critical_lines()
         if self.total.moved:
@@ -319,7 +334,8 @@ class Report:
             "of its tasks runs); bound: max over unit kinds of work / (units x throughput), the",
             "device's units, to 3 significant digits; ratio: cycles / the bound shown; roof: the",
             "kind of the bound; binds: the most utilized kind if busy half the cycles, else",
-            "latency; columns: each unit kind's utilization; moved: the program's transfer and",
+            "latency; columns: each unit kind's utilization (whole percents rounded down, so",
+            "a kind shown at 50% binds); moved: the program's transfer and",
             "store bytes by memory levels, SRC->DST (each group's `moved` in --json);",
             "throughputs: D-RT-COST's, as the run priced its tasks, with each one's share of",
             "its kind's work where a kind has several (each group's `rates` in --json)",
@@ -459,6 +475,10 @@ class Pricing:
         return (w.moved / bw if bw else 0.0, w.macs / rate if rate else 0.0)
 
 
+NO_TASKS_LISTED = 8
+"""The nodes without tasks the text names; the rest are counted."""
+
+
 def ideal_bounds(rows: list[tuple[Group, Row]], total: Row, least: Least, price: Pricing) -> None:
     """Each node row's `ideal_bound`: the larger of its least work's
     transfer and NMU cycles (`Pricing.cycles`); the program's: the larger of
@@ -492,13 +512,17 @@ def report(
     usable: dict[str, int] | None = None,
     profiled: bool = False,
     least: tuple[Least, Pricing] | None = None,
+    nodes: Sequence[tuple[str, str]] = (),
 ) -> Report:
     """The report of `tally`; `usable`: the units the program's tasks can run
     on (`usable_counts`), the device's when None; `profiled`: a timing
     profile (`nem-run --profile`) changed the throughputs, which the header
     then says (an outside review, session 25, saw D-RT-COST named for
     bounds its profile had halved); `least`: the least work of the program's
-    ONNX nodes and its pricing, which give rows an `ideal_bound`."""
+    ONNX nodes and its pricing, which give rows an `ideal_bound`; `nodes`:
+    the model's (name, op type), those no task names listed (`no_tasks`: an
+    outside review, session 55, found a Mul folded into a Softmax named
+    nowhere, against "every node with work is a group or listed")."""
     units = tally.units
     usable = {u: usable.get(u, 0) for u in units} if usable is not None else dict(units)
     on_path = critical_path.by_group(tally.last)
@@ -525,4 +549,13 @@ def report(
         profiled,
         least is not None,
         tally.segments(),
+        _unnamed(tally, nodes),
     )
+
+
+def _unnamed(tally: Tally, nodes: Sequence[tuple[str, str]]) -> list[str]:
+    """`nodes` that no task's location names, in the model's order."""
+    seen = {n for g in tally.groups for n in g.nodes}
+    if not seen:  # a program with no node (.nem text): the report says so already
+        return []
+    return [f"'{name}' ({op})" for name, op in nodes if name not in seen]

@@ -536,11 +536,14 @@ class Session:
     def dump_trace(self) -> str:
         return trace_mod.to_table(self.sched.trace, self.sched.timed)
 
-    def roofline(self, least: roofline.Least | None = None) -> roofline.Report:
+    def roofline(
+        self, least: roofline.Least | None = None, nodes: Sequence[tuple[str, str]] = ()
+    ) -> roofline.Report:
         """The roofline report of what has run so far (timed mode, D-RT-ROOFLINE);
         with `least`, the least work of the program's ONNX nodes (a
         `nem.frontends.onnx.traffic.NodeTraffic`'s `of`), each node row's
-        ideal bound too."""
+        ideal bound too; `nodes`: the model's (name, op type), those no task
+        names listed (`Report.no_tasks`)."""
         tally = self.sched.roofline
         if tally is None:
             raise ValueError(
@@ -560,6 +563,7 @@ class Session:
             roofline_tally.usable_counts(p[3] for p in self.sched.placements.values()),
             self.sched.profile != DEFAULT_PROFILE,
             (least, price) if least is not None else None,
+            nodes,
         )
 
     def critical_path(self) -> list[Segment]:

@@ -7,7 +7,9 @@ layernorm), each in float32 or float16, with seeded random weights.
 
     python -m nem.frontends.onnx.samples mlp -o mlp.onnx [--dtype f16] [--input x.npy]
 
-writes the model (and, with `--input`, a random input for it).
+writes the model (and, with `--input`, a random input for it); `mbv2_block`,
+a MobileNetV2 block at 56x56, is the model of docs/compile.md's roofline
+example (`EXAMPLES`).
 """
 
 from __future__ import annotations
@@ -204,6 +206,35 @@ def transformer(
     return g.model("transformer", {"x": (1, seq, dim)}, {"y": y})
 
 
+def mbv2_block(dtype: str = "f32", hw: int = 56, ch: int = 32, expand: int = 3) -> onnx.ModelProto:
+    """A MobileNetV2 inverted residual block: 1x1 expand, depthwise 3x3 and
+    1x1 project convolutions, each with its BatchNormalization, ReLU6
+    (Clip 0..6) after the first two, and the residual Add of the input:
+    the model of docs/compile.md's worked roofline example with `--onnx`
+    (an outside reviewer's, session 26; shipped since session 55, when a
+    second reviewer could not reproduce the example without it)."""
+    g = GraphBuilder(dtype, seed=6)
+    wide = ch * expand
+    lo, hi = g.init("relu6_lo", np.array(0.0)), g.init("relu6_hi", np.array(6.0))
+
+    def conv_bn(x: str, cin: int, cout: int, k: int, group: int, name: str) -> str:
+        w = g.rand(f"{name}_w", (cout, cin // group, k, k), (cin // group * k * k) ** -0.5)
+        y = g.op("Conv", [x, w], name=name, pads=[k // 2] * 4, group=group)
+        bn = [
+            g.init(f"{name}_bn_scale", g.rng.uniform(0.5, 1.5, cout)),
+            g.rand(f"{name}_bn_bias", (cout,), 0.1),
+            g.rand(f"{name}_bn_mean", (cout,), 0.1),
+            g.init(f"{name}_bn_var", g.rng.uniform(0.5, 1.5, cout)),
+        ]
+        return g.op("BatchNormalization", [y, *bn], name=f"{name}_bn", epsilon=1e-5)
+
+    y = g.op("Clip", [conv_bn("x", ch, wide, 1, 1, "expand"), lo, hi], name="relu6_1")
+    y = g.op("Clip", [conv_bn(y, wide, wide, 3, wide, "dw"), lo, hi], name="relu6_2")
+    y = conv_bn(y, wide, ch, 1, 1, "project")
+    y = g.op("Add", ["x", y], name="residual")
+    return g.model("mbv2_block", {"x": (1, ch, hw, hw)}, {"y": y})
+
+
 def single_op(
     op_type: str,
     inputs: dict[str, Sequence[int]],
@@ -229,6 +260,11 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resblock": resblock,
     "transformer": transformer,
 }
+"""The samples the tests and benches compile (each in every dtype)."""
+
+EXAMPLES: dict[str, Callable[..., onnx.ModelProto]] = {"mbv2_block": mbv2_block}
+"""Models of the documentation's worked examples: written by `main` like
+the samples, not compiled by every test as those are (56x56 inputs)."""
 
 
 def listed(known: Sequence[str], what: str, source: str) -> Callable[[str], list[str]]:
@@ -275,13 +311,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m nem.frontends.onnx.samples", description="write a sample ONNX model"
     )
-    p.add_argument("model", choices=sorted(MODELS))
+    p.add_argument("model", choices=sorted({**MODELS, **EXAMPLES}))
     p.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="f32")
     p.add_argument("--input", metavar="FILE.npy", help="also write a random input here")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    model = MODELS[args.model](args.dtype)
+    model = {**MODELS, **EXAMPLES}[args.model](args.dtype)
     onnx.save(model, args.output)
     if args.input:
         (arr,) = random_inputs(model, args.seed).values()

@@ -79,6 +79,8 @@ class NodeTraffic:
             for name, buffer in (*names.inputs, *names.outputs)
         ]
         """The model's inputs and outputs (`Port`), in the model's order."""
+        self.nodes = [(n.name, n.op_type) for n in m.graph.node]
+        """The model's nodes as (name, op type), in its order."""
 
     def op_type(self, name: str) -> str | None:
         """The op type of the model's node `name`, None if it has none."""

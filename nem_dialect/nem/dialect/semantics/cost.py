@@ -44,11 +44,21 @@ MAC_KEYS = {
 }
 
 
+MAC_RATE_KEYS = tuple(dict.fromkeys(k for keys in MAC_KEYS.values() for k in keys))
+"""The per-type MAC rates a device's `unit_characteristics.NMU` and a timing
+profile's `NMU` may give (`fp32_macs`, ...)."""
+
+
 def macs_per_cycle(elem: str | None, unit_chars: UnitChars, profile: Profile) -> int:
+    """The NMU's MACs per cycle for input type `elem`: the timing profile's
+    rate for the type where it gives one (a user's `NMU.macs` sets every
+    type's, `set_timing_profile`), else the device's, else `fp16_macs / 4`
+    for f32, else the profile's `macs` (D-RT-COST)."""
     nmu = unit_chars.get("NMU", {})
-    for key in MAC_KEYS.get(elem or "", ()):
-        if key in nmu:
-            return max(1, int(nmu[key]))
+    for rates in (profile["NMU"], nmu):
+        for key in MAC_KEYS.get(elem or "", ()):
+            if key in rates:
+                return max(1, int(rates[key]))
     if elem == "f32" and "fp16_macs" in nmu:
         return max(1, int(nmu["fp16_macs"]) // 4)
     return int(profile["NMU"]["macs"])
