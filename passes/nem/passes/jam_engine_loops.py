@@ -55,9 +55,22 @@ decorators) and jams with A's first iteration, its inner loop with A's
 (the one-iteration wrapper, D-NEM-JAM-ENGINES); A's other iterations are
 the tail.
 
+Where each engine part is two loops (a tile loop and its peeled last tile:
+a sum over 13 rows in tiles of 7), jamming each loop into the one before
+paired a part's second loop with the next part's first, and the engines ran
+one after another.  So first, a loop B moves up into the earliest earlier
+loop A of its shape (`_hoist`: A's body one or more copies of B's task and
+loop sequence, the engine parts of one nest being clones) that is not the
+loop right before it, looking back until a statement on one of B's engines:
+B's body goes to the end of A's when A and B have the same bounds and
+decorators, other engines and no name in common, and B touches nothing A
+and the statements between write, writes nothing they touch and uses no
+value defined from A on (the same conditions, moved the other way).
+
 Cost: each loop looks back once to the previous loop of its block, over the
-statements between; a statement's footprint is computed once (a jammed
-loop's is the union of its parts').
+statements between, and for `_hoist` to the last statement on one of its
+engines (the other engines' parts of its nest); a statement's footprint is
+computed once (a jammed loop's is the union of its parts').
 """
 
 from __future__ import annotations
@@ -272,6 +285,30 @@ def _access(
     return True
 
 
+def _parts_of(jammed: tuple[str, ...], part: tuple[str, ...]) -> bool:
+    """Whether a loop of shape `jammed` is one or more parts of shape
+    `part` jammed (its body their bodies one after another)."""
+    body, one = jammed[1:], part[1:]
+    k = len(body) // len(one) if one else 0
+    return jammed[:1] == part[:1] and k > 0 and body == one * k
+
+
+def _shape(loop: LoopOp) -> tuple[str, ...]:
+    """The op names of a loop's tasks and loops, nested ones included, in
+    order: equal for the engine parts of one nest (clones whose offsets,
+    their index arithmetic, differ)."""
+    return tuple(o.name for o in walk_ops(loop) if isinstance(o, TaskOp | LoopOp))
+
+
+def _owner(v: SSAValue) -> Operation | None:
+    """The statement of the program's block a value comes from: its defining
+    op, or the loop whose variable it is."""
+    owner = v.owner
+    if isinstance(owner, Block):
+        return owner.parent_op()
+    return owner
+
+
 def _bounds(ev: Evaluator, loop: LoopOp) -> tuple[int, int] | None:
     """The loop's constant bounds (None: not constant, or no iteration)."""
     box = IterationSpace(ev, [loop]).box()
@@ -289,6 +326,8 @@ class JamEngineLoops(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: LoopOp, rewriter: PatternRewriter) -> None:
+        if self._hoist(op, rewriter):
+            return
         between: list[Operation] = []
         taken = {op.iv_name.data}  # what A's body, moved under B, must not declare
         prev = op.prev_op
@@ -320,6 +359,60 @@ class JamEngineLoops(RewritePattern):
             self._split_tail(longer, min(ra[1], rb[1]), prev, op, rewriter)
         rewriter.inline_block(prev.block, InsertPoint.at_start(op.block), [op.block.args[0]])
         rewriter.erase(prev)
+
+    def _hoist(self, b: LoopOp, rewriter: PatternRewriter) -> bool:
+        """Jam `b` into an earlier loop A of its shape that is not the loop
+        right before it, B's body moved up to the end of A's: where each
+        engine part of a nest is two loops (a tile loop and its peeled last
+        tile), the rule above paired each part's second loop with the next
+        part's first, and the engines ran one after another, each pair
+        waiting on the one before (SqueezeNet's global average pooling,
+        session 55).  A is the earliest loop back to the first statement on
+        one of B's engines with B's bounds, decorators and statements (a
+        clone of B, as a nest's engine parts are, D-COMPILE-ENGINES), other
+        engines, no name in common with B, and B conflicting with none of
+        A and the statements between and using no value defined from A on."""
+        ev = self.fps.ev
+        rb, fb = _bounds(ev, b), self.fps.of(b)
+        if rb is None or not fb.engines or not fb.movable:
+            return False
+        shape = _shape(b)
+        between: list[Operation] = []
+        names: set[str] = set()
+        best: LoopOp | None = None
+        prev, loops = b.prev_op, 0
+        while prev is not None and not (self.fps.of(prev).engines & fb.engines):
+            if isinstance(prev, LoopOp):
+                loops += 1
+                if (
+                    loops > 1
+                    and _bounds(ev, prev) == rb
+                    and prev.decorator_list() == b.decorator_list()
+                    and _parts_of(_shape(prev), shape)
+                    and self._hoistable(prev, b, between, names)
+                ):
+                    best = prev
+            between.append(prev)
+            names.update(n for o in walk_ops(prev) for n in names_of(o))
+            prev = prev.prev_op
+        if best is None:
+            return False
+        self.fps.merged(best, self.fps.of(best), fb, b)
+        rewriter.inline_block(b.block, InsertPoint.at_end(best.block), [best.block.args[0]])
+        rewriter.erase(b)
+        return True
+
+    def _hoistable(self, a: LoopOp, b: LoopOp, between: list[Operation], names: set[str]) -> bool:
+        """Whether `b`'s body may run at the end of each iteration of `a`,
+        before the statements `between` them (which declare `names`)."""
+        fa, fb = self.fps.of(a), self.fps.of(b)
+        if not fa.engines or fa.engines & fb.engines or fb.names & (fa.names | names):
+            return False
+        if not fa.movable or any(fb.conflicts(self.fps.of(s)) for s in [a, *between]):
+            return False
+        inside = set(walk_ops(b))
+        later = {a, *between}  # (statements of the block, A's start on)
+        return not any(_owner(v) in later for o in inside for v in o.operands)
 
     def _split_tail(
         self, longer: LoopOp, last: int, a: LoopOp, b: LoopOp, rewriter: PatternRewriter
