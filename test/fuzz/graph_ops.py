@@ -150,6 +150,7 @@ _exact_unary(
     bias=lambda b: b.rng.choice((None, 0.0, 0.5, -1.0)),
     lambd=lambda b: b.rng.choice((None, 0.25, 0.5, 1.0, 1.5)),
 )
+_exact_unary("ThresholdedRelu", alpha=lambda b: b.rng.choice((None, 0.0, 0.5, -0.25)))
 
 
 @op("Dropout")

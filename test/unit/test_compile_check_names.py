@@ -248,3 +248,25 @@ def test_a_reference_that_overflows_where_onnxruntime_does_not_is_no_second_opin
     out = capsys.readouterr().out
     assert "MISMATCH (it is not finite where onnxruntime's output is)" in out
     assert _second_opinion("y", inf, inf, inf) == 0.0
+
+
+def test_tf_style_names_are_the_programs_buffers():
+    """ONNX names of tf2onnx's form (`x_1:0`, `Identity_1:0`) name the
+    program's buffers as the interface says: `x_1:0` was `x_10` in the
+    interface and `x` in the program (xDSL read the `_10` as its uniquing
+    suffix), while ONNX `x` was `x_v1` there, so inputs written by the
+    interface's names went to each other's buffers (an outside user, session
+    55: y = -9 where onnxruntime gives 9, no warning)."""
+    from compile_runs import run_api
+
+    from nem.compile import compile_onnx
+
+    m = _model(("x_1:0", "x"), out="Identity_1:0")
+    ports = interface_names(m.graph)
+    assert ports.inputs == (("x_1:0", "x10"), ("x", "x")) and ports.outputs == (
+        ("Identity_1:0", "Identity10"),
+    )
+    nem = compile_onnx(m, device="npm_pro_x1").nem
+    for name in ("x10", "x", "Identity10"):
+        assert f"\nbuffer {name} : DDR" in nem
+    run_api(m)

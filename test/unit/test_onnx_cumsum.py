@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from compile_runs import run_api
+from compile_runs import run_api, run_compiled
 from onnx import TensorProto, helper, numpy_helper
 
 from nem.compile import CompileError, compile_onnx
@@ -52,3 +52,21 @@ def test_an_axis_computed_at_run_time_is_refused_at_the_node():
     with pytest.raises(CompileError) as e:
         compile_onnx(_model((3, 4), 1, axis_input=True), device="npm_pro_x1")
     assert "node 0 'cs' (CumSum)" in str(e.value) and "axis" in str(e.value)
+
+
+@pytest.mark.parametrize("reverse", [0, 1])
+def test_an_f16_running_sum_is_accumulated_in_f32(reverse):
+    """f16 sums run in f32 and round once (D-COMPILE-F16): the running sum of
+    2,100 f16 ones stopped at 2048 (2048 + 1 rounds back to it in f16) where
+    onnxruntime gives 2100 (an outside user's length regulator, session 55)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 2100])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 2100])
+    axis = numpy_helper.from_array(np.array(1, np.int64), "axis")
+    node = helper.make_node("CumSum", ["x", "axis"], ["y"], reverse=reverse)
+    g = helper.make_graph([node], "g", [x], [y], [axis])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    result = compile_onnx(model, device="npm_pro_x1")
+    it, _ = run_compiled(result, model, inputs={"x": np.ones((1, 2100), np.float16)})
+    got = it.read_tensor("y", (1, 2100), np.float16)[0]
+    want = np.arange(1, 2101) if not reverse else np.arange(2100, 0, -1)
+    assert np.array_equal(got, want.astype(np.float16))  # f16 rounds 2049 and 2099 to even

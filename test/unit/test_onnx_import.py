@@ -183,6 +183,8 @@ CASES = [
     ("Round", {"x": (2, 3, 4)}, {}, {}),
     ("Pow", {"x": (2, 3, 4)}, {"c": np.array(2.0, np.float32)}, {}),
     ("Pow", {"x": (2, 3, 4)}, {"c": np.array([1.0, 2.0, 3.0, 4.0], np.float32)}, {}),
+    # an integer exponent tensor (T1): an internal error, session 55
+    ("Pow", {"x": (2, 3, 4)}, {"c": np.array([1, 2, 3, 2], np.int64)}, {}),
 ]
 
 
@@ -302,6 +304,37 @@ def test_integer_input():
         "type INT64: NEM has no 64-bit integer type" in text
     )
     assert "\nfix: import with int64 demoted to int32 (the default, D-COMPILE-I64)" in text
+
+
+@pytest.mark.parametrize("op", ["Add", "Max", "Where"])
+@pytest.mark.parametrize("value", [3_000_000_000, 2**31, -(2**31) - 1, np.iinfo(np.int64).max])
+def test_an_int64_scalar_outside_int32_is_a_located_error(op, value):
+    """A one-element int64 constant inlined into an elementwise body is
+    checked as a weight is (D-COMPILE-I64): `Add(idx, 3000000000)` wrapped to
+    -1294967296 without a word, and int64's maximum (torch's sentinel) was an
+    internal error (an outside user, session 55); within int32 it computes
+    as onnxruntime does."""
+    idx = helper.make_tensor_value_info("idx", TensorProto.INT64, [5])
+    y = helper.make_tensor_value_info("y", TensorProto.INT64, [5])
+    inputs = ["idx", "c"]
+    extra = []
+    if op == "Where":
+        inputs = ["m", "idx", "c"]
+        extra = [helper.make_tensor_value_info("m", TensorProto.BOOL, [5])]
+    c = helper.make_tensor("c", TensorProto.INT64, [], [int(value)])
+    g = helper.make_graph([helper.make_node(op, inputs, ["y"])], "i64", [*extra, idx], [y], [c])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    text = _error(m)
+    assert (
+        f"node 0 '{op}_0' ({op}): error: constant 'c' has int64 values outside int32's range"
+        in text
+    )
+    assert "fix: the program holds int64 data as int32" in text
+    m.graph.initializer[0].int64_data[:] = [2**31 - 5]  # Add's sums stay in int32
+    inputs = {"idx": np.arange(5, dtype=np.int64)}
+    if op == "Where":
+        inputs["m"] = np.arange(5) % 2 == 0
+    check_model(m, inputs=inputs)
 
 
 @pytest.mark.parametrize("elem", ["INT8", "UINT8", "INT16"])
@@ -575,3 +608,29 @@ def test_light_models_import_as_shipped(name):
     assert "opset 9 upgraded to 17 (onnx version converter)" in im.notes
     text = str(im.module)
     assert "linalg.conv_2d_nhwc_hwcf" in text and len(im.weights) > 20
+
+
+def test_a_float64_constant_beyond_float32_is_a_located_error():
+    """f64 is computed in f32 (D-COMPILE-F64): a finite constant beyond f32's
+    range is an error naming it, as in an input, not an infinity (an outside
+    user's `(1 - mask) * finfo(float64).min` was -inf, and 0 * -inf made every
+    softmax output NaN, session 55); within f32's range it computes."""
+    m = helper.make_tensor_value_info("m", TensorProto.DOUBLE, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3])
+    nodes = [
+        helper.make_node("Sub", ["one", "m"], ["k"]),
+        helper.make_node("Mul", ["k", "fill"], ["y"]),
+    ]
+
+    def model(fill):
+        inits = [
+            helper.make_tensor("one", TensorProto.DOUBLE, [], [1.0]),
+            helper.make_tensor("fill", TensorProto.DOUBLE, [], [fill]),
+        ]
+        g = helper.make_graph(nodes, "mask", [m], [y], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+    text = _error(model(float(np.finfo(np.float64).min)))
+    assert "error: constant 'fill' (float64) holds -1.79769e+308, beyond float32's range" in text
+    assert "fix: use a value within float32's range" in text
+    check_model(model(-1e30), inputs={"m": np.array([1.0, 0.0, 1.0])})

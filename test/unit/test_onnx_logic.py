@@ -190,3 +190,39 @@ def test_bool_inputs_and_outputs_are_i32_buffers_of_0_and_1():
         got = it.read_tensor(name, shape, dtype)
         assert dtype == np.int32 and set(np.unique(got)) <= {0, 1}
         assert max_violation(got, want[iface.onnx_names[name]]) == 0.0, name
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs", "extra"),
+    [
+        ("Pad", {"mode": "constant"}, [("pads", [0, 1, 2, 0, 2, 1]), ("value", 7)]),
+        ("Pad", {"mode": "edge"}, [("pads", [0, 1, 0, 0, 2, 1])]),
+        ("Pad", {"mode": "reflect"}, [("pads", [0, 1, 1, 0, 1, 2])]),
+        ("DepthToSpace", {"blocksize": 2, "mode": "CRD"}, []),
+        ("SpaceToDepth", {"blocksize": 2}, []),
+        ("Clip", {}, [("lo", -5), ("hi", 20)]),
+        ("CumSum", {"reverse": 1}, [("axis", 1)]),
+    ],
+)
+def test_integer_data_moves_through_pads_and_depth_to_space(op, attrs, extra):
+    """Pad, DepthToSpace and SpaceToDepth move data: they take integer
+    tensors as Slice and Transpose do (refused as "not data movement" by a
+    message naming data movement, an outside user, session 55); Clip is a
+    Max and a Min, CumSum sums (Hugging Face's `position_ids =
+    cumsum(mask)`).  onnxruntime has no int32 DepthToSpace kernel: onnx's
+    reference evaluator is the oracle for all of them."""
+    from onnx.reference import ReferenceEvaluator
+
+    shape = [1, 8, 4, 6] if op.endswith("Depth") or op.startswith("Depth") else [2, 3, 4]
+    inits = [
+        numpy_helper.from_array(np.array(v, np.int64 if k == "pads" else np.int32), k)
+        for k, v in extra
+    ]
+    node = helper.make_node(op, ["x", *(k for k, _ in extra)], ["y"], **attrs)
+    model = _model([node], [("x", TensorProto.INT32, shape)], [("y", TensorProto.INT32)], inits)
+    x = np.random.default_rng(5).integers(-50, 50, shape).astype(np.int32)
+    result = compile_onnx(model, device="npm_pro_x1")
+    it, _ = run_compiled(result, model, inputs={"x": x})
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    ((name, out_shape, dtype),) = result.interface.outputs
+    assert np.array_equal(it.read_tensor(name, out_shape, dtype), want)

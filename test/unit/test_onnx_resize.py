@@ -142,3 +142,64 @@ def test_other_resizes_are_refused_at_the_node(attrs, why):
         compile_onnx(model, device="npm_pro_x1")
     text = str(e.value)
     assert "node 0 'up' (Resize): error:" in text and why in text, text
+
+
+NEAREST_TIES = {
+    # scale 0.6 on 7: output 3 reads x[3 / 0.6] = x[5] in f32 (5.0), x[4] in f64
+    # (4.9999998); onnx's reference (f64) picked x[4], onnxruntime x[5]
+    "asymmetric floor 0.6": (
+        {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+        0.6,
+        7,
+    ),
+    "half_pixel round_prefer_floor 1.3": ({}, 1.3, 7),
+    "pytorch_half_pixel round_prefer_ceil 0.3": (
+        {
+            "coordinate_transformation_mode": "pytorch_half_pixel",
+            "nearest_mode": "round_prefer_ceil",
+        },
+        0.3,
+        14,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NEAREST_TIES))
+def test_nearest_source_coordinates_are_computed_in_float32(case):
+    """Nearest modes read the input at a source coordinate computed in f32
+    as onnxruntime computes it (`resize._nearest_weights`): onnx's
+    reference computes it in f64, and where the scale is not exact in
+    binary the two pick pixels a whole step apart (an outside user, session
+    55: 12 of 28 nearest cases differed from onnxruntime, errors up to 3.9)."""
+    attrs, scale, n = NEAREST_TIES[case]
+    run_api(resize_model(["", "sc"], [floats("sc", [1, 1, 1, scale])], shape=(1, 2, 3, n), **attrs))
+
+
+def test_an_unused_roi_and_tf_half_pixel_for_nn_are_taken():
+    """`roi` is read by tf_crop_and_resize only: Resize-11's required roi
+    and an empty roi at opset 13 were refused (no opset-11 Resize compiled);
+    `tf_half_pixel_for_nn` (Resize-11, deprecated at 13, which onnxruntime
+    still runs) was an internal error in onnx's reference (session 55)."""
+    empty = floats("roi", [])
+    run_api(
+        resize_model(["roi", "sc"], [empty, floats("sc", [1, 1, 2, 2])], opset=11, mode="linear")
+    )
+    run_api(
+        resize_model(
+            ["roi", "sc"],
+            [empty, floats("sc", [1, 1, 1.5, 2])],
+            opset=13,
+            coordinate_transformation_mode="tf_half_pixel_for_nn",
+        )
+    )
+    model = resize_model(
+        ["", "sc"],
+        [floats("sc", [1, 1, 2, 2])],
+        opset=13,
+        mode="linear",
+        coordinate_transformation_mode="tf_half_pixel_for_nn",
+    )
+    with pytest.raises(
+        CompileError, match="mode 'linear' with coordinate_transformation_mode tf_half_pixel_for_nn"
+    ):
+        compile_onnx(model, device="npm_pro_x1")

@@ -21,8 +21,9 @@ the lowering takes from graphs"): `maximumf`/`minimumf` with a constant
 * Sum, Max, Min, Mean of any number of inputs: one body adding (taking
   max/min of) all of them, Mean times `1/n`.
 
-Sign and Shrink need `select` on a comparison, which NEM has no opcode
-for: they run as escape-hatch kernels (correct, not raised).
+Sign, Shrink and ThresholdedRelu need `select` on a comparison, which
+NEM has no opcode for: they run as escape-hatch kernels (correct, not
+raised).
 """
 
 from __future__ import annotations
@@ -154,6 +155,20 @@ def shrink(imp: Importer, node: Node) -> None:
             arith.addf(x, _c(x, bias)),
             arith.select(high, arith.subf(x, _c(x, bias)), _c(x, 0.0)),
         )
+
+    define_elementwise(imp, node, [imp.tensor(node.input(0))], body)
+
+
+def thresholded_relu(imp: Importer, node: Node) -> None:
+    """ThresholdedRelu: x above alpha, else 0 (escape-hatch kernel: select).
+    A converter of its own: onnx defines its body from opset 22 only, and
+    below it the op was refused though the README lists it (an outside
+    user, session 55)."""
+    alpha = float(node.attrs.get("alpha", 1.0))
+
+    def body(x: ir.Value) -> ir.Value:
+        above = arith.cmpf(arith.CmpFPredicate.OGT, x, _c(x, alpha))
+        return arith.select(above, x, _c(x, 0.0))
 
     define_elementwise(imp, node, [imp.tensor(node.input(0))], body)
 

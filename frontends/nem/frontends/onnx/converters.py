@@ -73,6 +73,7 @@ CONVERTERS: dict[str, Callable[[Importer, Node], None]] = {
     "HardSwish": act.hard_swish,
     "Sign": act.sign,
     "Shrink": act.shrink,
+    "ThresholdedRelu": act.thresholded_relu,
     "Clip": clip,
     "Sigmoid": unary(wide(sigmoid)),
     "Tanh": unary(wide(math.tanh)),

@@ -64,6 +64,12 @@ INTEGER_DATA_OPS = BOOL_OPS | frozenset(
         "Identity",
         "Expand",
         "Tile",
+        "Clip",
+        "CumSum",
+        # data movement too (session 55: refused as "not data movement")
+        "Pad",
+        "DepthToSpace",
+        "SpaceToDepth",
         "Shape",
         "Size",
         "SequenceConstruct",
@@ -255,8 +261,8 @@ def _convert_node(imp: Importer, node: Node, poisoned: set[str]) -> OnnxImportEr
         return imp.error(
             f"not supported: {proto.op_type} of integer data ('{ints[0]}', "
             f"{imp.vals[ints[0]].elem}): integer tensors computed at run time "
-            "take arithmetic (Add, Sub, Mul, Div, Max, Min, Sum), Cast, Gather "
-            "and data movement only"
+            "take arithmetic (Add, Sub, Mul, Div, Max, Min, Sum, Clip, CumSum), Cast, "
+            "Gather and data movement only"
         )
     try:
         imp.check_operand_types(node)

@@ -334,7 +334,7 @@ def pad(value: ir.Value, low: Sequence[int], high: Sequence[int], x: float) -> i
     op = tensor.PadOp(tensor_type(out_shape, elem), value, [], [], list(low), list(high))
     block = op.regions[0].blocks.append(*([ir.IndexType.get()] * len(shape)))
     with ir.InsertionPoint(block):
-        tensor.YieldOp(fconst(elem, x))
+        tensor.YieldOp(scalar(elem, x))  # (an integer tensor's Pad: D-COMPILE-I64)
     return op.result
 
 

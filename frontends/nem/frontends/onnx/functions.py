@@ -2,7 +2,7 @@
 body before import (D-COMPILE-ONNX-FUNCTIONS).
 
 onnx's operator schemas define many ops by a body of simpler ones:
-GroupNormalization, RMSNormalization, Mish, Celu, ThresholdedRelu, Swish,
+GroupNormalization, RMSNormalization, Mish, Celu, Swish,
 MeanVarianceNormalization, ReduceL2, ReduceLogSumExp, ReduceSumSquare,
 Range, ... (a *function*; for some, built per node from its attributes and
 input types: a *context-dependent* function).  onnxruntime runs such an op

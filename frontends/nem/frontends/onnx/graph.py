@@ -182,11 +182,14 @@ _KEYWORDS = {
 def nem_name(name: str, taken: set[str]) -> str:
     """A NEM identifier for an ONNX name (`input.1` -> `input1`), unique in
     `taken`.  A trailing `_<digits>` is avoided (xDSL reads it as a
-    uniquing suffix of the name hint)."""
+    uniquing suffix of the name hint): every `_` in a tail of digits and
+    underscores goes (`input_1:0` -> `input10`; one `_0` removed, it was
+    `input_10`, which the program named `input`: an outside user, session
+    55, ran inputs written to each other's buffers)."""
     base = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_") or "t"
     if base[0].isdigit():
         base = "t" + base
-    base = re.sub(r"_+(\d+)$", r"\1", base)
+    base = re.sub(r"_+(?=[0-9_]*$)", "", base)
     if base in _KEYWORDS:
         base += "_t"
     out, k = base, 1
@@ -497,6 +500,8 @@ class Importer:
             )
         if c.size != 1:
             raise self.error(f"{node.op_type} {what} '{name}' has {c.size} elements, not one")
+        if c.dtype.kind in "iu":  # as data would be: in int32's range (D-COMPILE-I64)
+            return int(self.check_data(c.reshape(()), name))
         return float(c.reshape(()))
 
     def run_time_fix(self, name: str, what: str) -> str:
@@ -560,7 +565,9 @@ class Importer:
             ):
                 raise self.error(
                     f"constant '{name}' has int64 values outside int32's range: "
-                    "NEM has no 64-bit integers (D-COMPILE-I64)"
+                    "NEM has no 64-bit integers (D-COMPILE-I64)",
+                    fix="the program holds int64 data as int32: keep the constant within "
+                    "-2147483648..2147483647 (a sentinel such as int64's maximum: int32's)",
                 )
             array = array.astype(np.int32)
         if array.dtype not in ELEM_TYPE_NAMES:
@@ -637,9 +644,23 @@ class Importer:
 
     def set_const(self, name: str, array: np.ndarray) -> None:
         """Bind ONNX value `name` to a compile-time constant (f64 demoted to
-        f32 when the model's f64 is, D-COMPILE-F64)."""
+        f32 when the model's f64 is, D-COMPILE-F64: a finite value beyond
+        f32's range is an error, as in an input, not an infinity; an outside
+        user's `(1 - mask) * finfo(float64).min` became -inf, then 0 * -inf
+        a NaN in every softmax output, session 55)."""
         if array.dtype == np.float64 and onnx.TensorProto.DOUBLE in self.elem_types:
-            array = array.astype(np.float32)
+            with np.errstate(over="ignore"):
+                demoted = array.astype(np.float32)
+            beyond = np.isinf(demoted) & np.isfinite(array)
+            if beyond.any():
+                value = array[beyond].reshape(-1)[0]
+                raise self.error(
+                    f"constant '{name}' (float64) holds {value:.6g}, beyond float32's range: "
+                    "the program computes float64 in float32 (D-COMPILE-F64)",
+                    fix="use a value within float32's range (a mask's fill value: "
+                    "numpy.finfo(numpy.float32).min, or -1e9)",
+                )
+            array = demoted
         self.consts[name] = array
 
     def static_shape(self, name: str) -> tuple[int, ...] | None:

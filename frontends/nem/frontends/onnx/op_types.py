@@ -64,6 +64,7 @@ SUPPORTED: frozenset[str] = BOOL_OPS | frozenset(
         "HardSwish",
         "Sign",
         "Shrink",
+        "ThresholdedRelu",
         "Clip",
         "Sigmoid",
         "Tanh",

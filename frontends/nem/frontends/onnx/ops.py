@@ -85,9 +85,15 @@ def elementwise(
 
 
 def operand(imp: Importer, name: str) -> TensorVal | float:
-    """An elementwise operand: a one-element constant is inlined as a scalar."""
+    """An elementwise operand: a one-element constant is inlined as a scalar,
+    an integer one as the weight it would be (`Importer.check_data`: an int64
+    outside int32's range is a located error, D-COMPILE-I64; an outside
+    user's `Add(idx, 3000000000)` wrapped to -1294967296 without a word, and
+    int64's maximum, torch's sentinel, was an internal error, session 55)."""
     c = imp.const(name)
     if c is not None and c.size == 1 and c.ndim == 0:
+        if c.dtype.kind in "iub":
+            return int(imp.check_data(c, name).reshape(()))
         return float(c.reshape(()))
     return imp.tensor(name)
 
@@ -181,10 +187,11 @@ def clip(imp: Importer, node: Node) -> None:
         lo, hi = imp.const_scalar(node, 1, "bound"), imp.const_scalar(node, 2, "bound")
 
     def body(x: ir.Value) -> ir.Value:
+        # integers as Max and Min take them (`by_type`; session 55)
         if lo is not None:
-            x = arith.maximumf(x, emit.fconst(x.type, lo))
+            x = by_type(arith.maximumf)(x, emit.scalar(x.type, lo))
         if hi is not None:
-            x = arith.minimumf(x, emit.fconst(x.type, hi))
+            x = by_type(arith.minimumf)(x, emit.scalar(x.type, hi))
         return x
 
     define_elementwise(imp, node, [imp.tensor(node.input(0))], body)

@@ -23,8 +23,15 @@ along each resized axis, output `o` is a weighted sum of input elements
 with weights that depend on the axis' sizes and the attributes only.
 Those weights are computed at compile time by onnx's reference
 implementation itself, resizing the identity matrix along one axis (one
-home for ONNX's semantics: `_axis_weights`), and each resized axis becomes
-one matrix product with them (`einsum.contract`, raised to a NEM matmul).
+home for ONNX's semantics: `_axis_weights`), but in mode nearest, whose
+one-hot weights pick the input element at the source coordinate rounded:
+that coordinate is computed in float32 as onnxruntime computes it
+(`_nearest_weights`; in f64, onnx's reference picked pixels a whole step
+from onnxruntime's where the scale is not exact in binary); and each
+resized axis becomes one matrix product with them (`einsum.contract`,
+raised to a NEM matmul).  `roi` is read by `tf_crop_and_resize` only, so it
+is taken and ignored (Resize-11 requires it); `tf_half_pixel_for_nn`
+(Resize-11, deprecated at 13) is taken in mode nearest.
 `tf_crop_and_resize` (its extrapolated outputs are not a weighted sum),
 sizes kept to an aspect ratio and factors computed at run time are errors
 naming what, at the node (integer data is refused before: Resize is not
@@ -68,6 +75,13 @@ def resize(imp: Importer, node: Node) -> None:
             "not supported: Resize with coordinate_transformation_mode tf_crop_and_resize",
             fix=FIX,
         )
+    if transform == b"tf_half_pixel_for_nn" and mode != b"nearest":
+        raise imp.error(
+            f"not supported: Resize mode '{mode.decode()}' with coordinate_transformation_mode "
+            "tf_half_pixel_for_nn (deprecated since opset 13; taken in mode nearest)",
+            fix=FIX,
+        )
+    node.input(1)  # roi: read by tf_crop_and_resize only (ONNX), refused above
     x = imp.tensor(node.input(0))
     scales, out = _sizes(imp, node, list(x.shape))
     factors = [o // n if o % n == 0 else 0 for n, o in zip(x.shape, out)]
@@ -90,7 +104,11 @@ def resize(imp: Importer, node: Node) -> None:
         # align_corners maps corners of the output's length: onnxruntime reads
         # that length where onnx's reference takes input x scale (D-COMPILE-RESIZE)
         scale = None if transform == b"align_corners" else scales[a]
-        weights = _axis_weights(node, x.shape[a], scale, out[a])
+        weights = (
+            _nearest_weights(transform, rounding, x.shape[a], scales[a], out[a])
+            if mode == b"nearest"
+            else _axis_weights(node, x.shape[a], scale, out[a])
+        )
         dtype = np.float16 if isinstance(x.elem, ir.F16Type) else np.float32
         w = imp.weight(weights.astype(dtype), f"{node.name}_axis{a}")
         term = letters[:a] + "z" + letters[a + 1 :]
@@ -130,6 +148,49 @@ def _sizes(imp: Importer, node: Node, shape: list[int]) -> tuple[list[float | No
     if min(out) < 1:
         raise imp.error(f"not supported: Resize to an empty output {out}")
     return scales, out
+
+
+def _nearest_weights(
+    transform: bytes, rounding: bytes, n: int, scale: float | None, out: int
+) -> np.ndarray:
+    """The `[n, out]` one-hot weights of one axis resized in mode nearest:
+    output `o` reads the input element at its source coordinate rounded,
+    computed in float32 as onnxruntime computes it (its `upsamplebase.h`
+    formulas; the scale of `sizes` is out / n in float32), clamped to the
+    axis.  onnx's reference computes the coordinate in f64, and where the
+    scale is not exact in binary (0.6, 1.3) or `sizes` gives a fractional
+    ratio (7 -> 17), f32 and f64 land on either side of a rounding point and
+    pick another pixel: 12 of an outside user's 28 nearest cases differed
+    from onnxruntime, the oracle (D-COMPILE-TOL; session 55)."""
+    f = np.float32
+    s = f(scale) if scale is not None else f(out) / f(n)
+    i = np.arange(out, dtype=f)
+    half = f(0.5)
+    if transform == b"asymmetric":
+        x = i / s
+    elif transform == b"pytorch_half_pixel":
+        x = (i + half) / s - half if out > 1 else np.zeros(out, f)
+    elif transform == b"tf_half_pixel_for_nn":
+        x = (i + half) / s
+    elif transform == b"align_corners":
+        x = i * f(n - 1) / f(out - 1) if out > 1 else np.zeros(out, f)
+    elif transform == b"half_pixel_symmetric":
+        offset = f(n) / f(2) * (f(1) - f(out) / (s * f(n)))
+        x = (np.float64(offset) + (i.astype(np.float64) + 0.5) / np.float64(s) - 0.5).astype(f)
+    else:  # half_pixel
+        x = (i + half) / s - half
+    if rounding == b"floor":
+        idx = np.floor(x)
+    elif rounding == b"ceil":
+        idx = np.ceil(x)
+    else:  # std::round: halves away from zero; round_prefer_floor takes their floor
+        t = np.trunc(x)
+        idx = t + np.sign(x) * (np.abs(x - t) >= half)  # (x - t is exact)
+        if rounding != b"round_prefer_ceil":
+            idx = np.where(x == t + half, np.floor(x), idx)
+    weights = np.zeros((n, out))
+    weights[np.clip(idx.astype(np.int64), 0, n - 1), np.arange(out)] = 1.0
+    return weights
 
 
 WEIGHT_ATTRIBUTES = (

@@ -370,6 +370,8 @@ def pad(imp: Importer, node: Node) -> None:
                     f"not supported: Pad value '{node.input(2)}' computed at run time",
                     fix=imp.run_time_fix(node.input(2), "value"),
                 )
+            if cv.dtype.kind in "iu":  # in int32's range, as data (D-COMPILE-I64)
+                cv = imp.check_data(cv, node.input(2))
             value = float(cv.reshape(-1)[0]) if cv.size else 0.0
     axes = imp.const_ints(node, 3, "axes") or list(range(x.rank))
     axes = [imp.axis(a, x.rank) for a in axes]
