@@ -246,7 +246,9 @@ def test_a_reference_that_overflows_where_onnxruntime_does_not_is_no_second_opin
     inf = np.array([np.inf], np.float16)
     assert _second_opinion("y", inf, inf, np.array([282.8], np.float16)) == float("inf")
     out = capsys.readouterr().out
-    assert "MISMATCH (it is not finite where onnxruntime's output is)" in out
+    assert "MISMATCH (it is not finite where onnxruntime's output is; the program gives its " in out
+    assert _second_opinion("y", np.array([3.0], np.float16), inf, np.array([282.8], np.float16))
+    assert "MISMATCH (it is not finite where onnxruntime's output is)" in capsys.readouterr().out
     assert _second_opinion("y", inf, inf, inf) == 0.0
 
 
