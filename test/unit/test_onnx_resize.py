@@ -132,6 +132,12 @@ def test_a_resize_after_a_conv_in_f16_matches_onnxruntime():
     [
         ({"coordinate_transformation_mode": "tf_crop_and_resize"}, "tf_crop_and_resize"),
         ({"mode": "area"}, "Resize mode 'area' is not one of"),
+        # read as the defaults by the f32 nearest rule (a review, session 55)
+        (
+            {"coordinate_transformation_mode": "half_pixels"},
+            "coordinate_transformation_mode 'half_pixels' is not one of half_pixel,",
+        ),
+        ({"nearest_mode": "round"}, "nearest_mode 'round' is not one of round_prefer_floor,"),
     ],
 )
 def test_other_resizes_are_refused_at_the_node(attrs, why):
@@ -172,7 +178,9 @@ def test_nearest_source_coordinates_are_computed_in_float32(case):
     binary the two pick pixels a whole step apart (an outside user, session
     55: 12 of 28 nearest cases differed from onnxruntime, errors up to 3.9)."""
     attrs, scale, n = NEAREST_TIES[case]
-    run_api(resize_model(["", "sc"], [floats("sc", [1, 1, 1, scale])], shape=(1, 2, 3, n), **attrs))
+    # no Relu after it: a wrong pick between two negative inputs would not show
+    node = helper.make_node("Resize", ["x", "", "sc"], ["y"], name="up", **attrs)
+    run_api(graph_model([node], (1, 2, 3, n), [floats("sc", [1, 1, 1, scale])], 17))
 
 
 def test_an_unused_roi_and_tf_half_pixel_for_nn_are_taken():

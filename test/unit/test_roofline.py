@@ -549,6 +549,13 @@ def test_an_nmu_rate_in_the_profile_sets_the_nmu_bound():
     assert one.total.units["NMU"].bound == 4 * 14112
     other, _ = _timed(CONV, {"NMU": {"fp16_macs": 1024}})  # not the example's type
     assert other.total.units["NMU"].bound == 14112
+    # a type's own key first, the profile's before the device's: npm_lite's
+    # int4_macs stays i4's rate under a profile giving int8_macs only
+    from nem.dialect.semantics.cost import DEFAULT_PROFILE, macs_per_cycle
+
+    chars = {"NMU": {"int4_macs": 16384, "int8_macs": 4096, "int16_macs": 1024}}
+    profile = {**DEFAULT_PROFILE, "NMU": {**DEFAULT_PROFILE["NMU"], "int8_macs": 100}}
+    assert [macs_per_cycle(t, chars, profile) for t in ("i4", "i8", "i16")] == [16384, 100, 1024]
     it = NemInterpreter(trace=False)
     with pytest.raises(ValueError, match="unknown parameter 'fp33_macs'.*fp32_macs"):
         it.set_timing_profile({"NMU": {"fp33_macs": 8}})
@@ -556,11 +563,15 @@ def test_an_nmu_rate_in_the_profile_sets_the_nmu_bound():
 
 def test_flags_that_did_nothing_are_usage_errors(tmp_path, capsys):
     """`--timed` with `--mode functional` ran timed, and `--roofline-plot ''`
-    drew nothing, both without a word (an outside review, session 55)."""
+    drew nothing, both without a word (an outside review, session 55; a
+    review of the fix: `--timeline ''` and `--trace ''` too)."""
     assert run([str(CONV), "--mode", "functional", "--timed"]) == 2
     assert "--timed is --mode timed: it excludes --mode functional" in capsys.readouterr().err
-    assert run([str(CONV), "--timed", "--roofline", "--roofline-plot", ""]) == 2
-    assert "--roofline-plot needs a file name" in capsys.readouterr().err
+    for flags in (["--roofline", "--roofline-plot", ""], ["--timeline", ""]):
+        assert run([str(CONV), "--timed", *flags]) == 2
+        assert f"{flags[-2]} '': a chart's format is its file's suffix" in capsys.readouterr().err
+    assert run([str(CONV), "--timed", "--trace", ""]) == 2
+    assert "--trace needs a file name" in capsys.readouterr().err
     assert run([str(CONV), "--timed", "--mode", "timed"]) == 0
 
 

@@ -164,13 +164,16 @@ def _stream_problem(args: argparse.Namespace, outputs: list[Output]) -> str | No
     `--trace` writes a file (`-` would be one named `-`), and with `--json`
     standard output is the report's alone."""
     for path, flag in ((args.timeline, "--timeline"), (args.roofline_plot, "--roofline-plot")):
-        if path and Path(path).suffix.lower() not in CHART_FORMATS:
+        # (an empty name drew nothing and said nothing: a review, session 55)
+        if path is not None and Path(path).suffix.lower() not in CHART_FORMATS:
             return (
                 f"{flag} {path!r}: a chart's format is its file's suffix; "
                 f"give a file name ending in {', '.join(CHART_FORMATS)}"
             )
     if args.trace == "-":
         return "--trace writes a file; standard output ('-') carries the run's summary"
+    if args.trace == "":
+        return "--trace needs a file name (FILE.json or FILE.csv)"
     if args.json and (o := next((o for o in outputs if o.file == "-"), None)):
         return (
             f"--output {o.name}=- with --json: standard output carries the JSON report "

@@ -55,9 +55,6 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         return "--onnx gives the roofline report's ideal bounds: it needs --roofline"
     if args.roofline_plot is not None and not args.roofline:
         return "--roofline-plot draws the roofline report: it needs --roofline"
-    if args.roofline_plot == "":
-        # (an outside review, session 55: `--roofline-plot ''` drew nothing and said nothing)
-        return "--roofline-plot needs a file name (FILE.png, .svg or .pdf)"
     if args.roofline and args.mode != "timed":
         return (
             "--roofline needs --mode timed: the cycles and the bound come from the timed "

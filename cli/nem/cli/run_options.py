@@ -33,7 +33,13 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         help="include / device search directory",
     )
-    p.add_argument("--mode", choices=("functional", "timed"), default=None)
+    p.add_argument(
+        "--mode",
+        choices=("functional", "timed"),
+        default=None,
+        help="functional (the default): tasks in a schedule's order; timed: each at its "
+        "earliest start under the cost model (D-RT-COST)",
+    )
     p.add_argument(
         "--timed",
         action="store_true",

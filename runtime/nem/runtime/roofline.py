@@ -281,7 +281,9 @@ class Report:
         ]
         for r in [self.total, *self.groups]:
             util = "".join(
-                f"{math.floor(r.units[u].utilization * 100):6d}%" if u in r.units else f"{'-':>7}"
+                f"{math.floor(r.units[u].utilization * 100 + 1e-9):6d}%"
+                if u in r.units
+                else f"{'-':>7}"
                 for u in kinds
             )
             name = cut(r.name, 33)

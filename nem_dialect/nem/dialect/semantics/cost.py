@@ -50,13 +50,16 @@ profile's `NMU` may give (`fp32_macs`, ...)."""
 
 
 def macs_per_cycle(elem: str | None, unit_chars: UnitChars, profile: Profile) -> int:
-    """The NMU's MACs per cycle for input type `elem`: the timing profile's
-    rate for the type where it gives one (a user's `NMU.macs` sets every
-    type's, `set_timing_profile`), else the device's, else `fp16_macs / 4`
+    """The NMU's MACs per cycle for input type `elem`: for each of its keys
+    in order (`MAC_KEYS`: i4's `int4_macs`, then `int8_macs`), the timing
+    profile's rate where it gives one (a user's `NMU.macs` sets every
+    type's, `set_timing_profile`), else the device's; else `fp16_macs / 4`
     for f32, else the profile's `macs` (D-RT-COST)."""
     nmu = unit_chars.get("NMU", {})
-    for rates in (profile["NMU"], nmu):
-        for key in MAC_KEYS.get(elem or "", ()):
+    # key by key, the profile's before the device's: a profile's int8_macs is
+    # not i4's rate where the device has int4_macs (a review, session 55)
+    for key in MAC_KEYS.get(elem or "", ()):
+        for rates in (profile["NMU"], nmu):
             if key in rates:
                 return max(1, int(rates[key]))
     if elem == "f32" and "fp16_macs" in nmu:
