@@ -344,3 +344,31 @@ def test_the_models_nodes_no_task_names_are_listed(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert f"warning: --onnx {onnx_path} is unused: no task of {text} names an ONNX node" in err
     assert "node(s) of the model" not in out
+
+
+def test_a_model_with_a_function_op_is_the_programs(tmp_path, capsys):
+    """A function op's body nodes (`celu/Div_1`) carry the user's op type in
+    the program's locations, as in `--onnx`'s model read the same way: the
+    model was refused as another one ("'celu/Div_1' (Celu) is a Div node
+    there", a review, session 55)."""
+    from nem.cli.nem_compile import nemb_bytes
+    from nem.compile import compile_onnx
+
+    nodes = [
+        helper.make_node("Celu", ["x"], ["c"], name="celu", alpha=0.7),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "fn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])],
+    )
+    proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx_path, nemb = tmp_path / "fn.onnx", tmp_path / "fn.nemb"
+    onnx.save(proto, str(onnx_path))
+    result = compile_onnx(str(onnx_path), device="npm_pro_x1", origins=True)
+    nemb.write_bytes(nemb_bytes(result, str(nemb), str(onnx_path)))
+    assert run([str(nemb), "--mode", "timed", "--roofline", "--onnx", str(onnx_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "error" not in err and "(Celu) fused into node 'relu' (Relu)" in out

@@ -65,7 +65,7 @@ class NodeTraffic:
     linear in the graph; a query costs the group's nodes and their uses."""
 
     def __init__(self, model: onnx.ModelProto) -> None:
-        m, _, _ = user_graph(model)
+        m, self._index, _ = user_graph(model)
         self._types = value_types(m)
         self._nodes = {n.name: n for n in m.graph.node}
         self._users: dict[str, set[str]] = {}
@@ -79,13 +79,16 @@ class NodeTraffic:
             for name, buffer in (*names.inputs, *names.outputs)
         ]
         """The model's inputs and outputs (`Port`), in the model's order."""
-        self.nodes = [(n.name, n.op_type) for n in m.graph.node]
-        """The model's nodes as (name, op type), in its order."""
+        self.nodes = [(n.name, self.op_type(n.name) or n.op_type) for n in m.graph.node]
+        """The model's nodes as (name, op type as the user wrote it), in its order."""
 
     def op_type(self, name: str) -> str | None:
-        """The op type of the model's node `name`, None if it has none."""
-        node = self._nodes.get(name)
-        return None if node is None else node.op_type
+        """The op type of the model's node `name` as the user wrote it (a
+        function op's body nodes, `celu/Div_1`, are the user's Celu, as the
+        program's locations name them: `--onnx` refused a model with a Celu
+        as another model, a review, session 55), None if it has none."""
+        entry = self._index.get(name)
+        return entry[1] if entry is not None else None
 
     def of(self, names: Iterable[str]) -> Traffic | None:
         """The least work of the nodes `names` run as one group; None when one
