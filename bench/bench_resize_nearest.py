@@ -89,7 +89,7 @@ def main() -> None:
                         }
                     )
                     ref_scale = None if transform == "align_corners" else scale
-                    theirs = ramp @ _axis_weights(node, n, ref_scale, out)  # type: ignore[arg-type]
+                    theirs = ramp @ _axis_weights(node, n, ref_scale, out, t)  # type: ignore[arg-type]
                     cases[rules[1]] += 1
                     differ[rules[1]] += not np.array_equal(theirs, want)
     for rule in rules:

@@ -111,6 +111,7 @@ def import_onnx(
         demote_f64,
         demote_i64,
         prepared.arrays,
+        prepared.source_opset,
     )
     try:
         im = convert(imp)

@@ -339,6 +339,7 @@ class Importer:
         demote_f64: bool = False,
         demote_i64: bool = False,
         arrays: dict[str, np.ndarray] | None = None,
+        source_opset: int | None = None,
     ):
         self.file = file
         self.arrays = arrays or {}
@@ -368,6 +369,9 @@ class Importer:
         self.opset = next(
             (o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), 1
         )
+        self.source_opset = source_opset if source_opset is not None else self.opset
+        """The user's model's opset before the version converter upgraded it
+        (`prepare.Prepared.source_opset`)."""
         self.consts: dict[str, np.ndarray] = {}
         self.vals: dict[str, TensorVal] = {}
         self.permuted: dict[tuple[ir.Value, tuple[int, ...]], ir.Value] = {}
@@ -406,6 +410,19 @@ class Importer:
     def error(self, message: str, fix: str | None = None) -> OnnxImportError:
         """An error at the node being converted (raise the result)."""
         where = self.node.ref() if self.node is not None else None
+        return OnnxImportError(message, self.file, where, fix)
+
+    def error_at_reader(self, value: str, message: str, fix: str | None = None) -> OnnxImportError:
+        """`error`, or outside a node's conversion (an initializer read
+        before any) at the first node reading `value`, as the user's model
+        names it (an outside user's f64 refusal named no node, session 55)."""
+        if self.node is not None:
+            return self.error(message, fix)
+        reader = next((n for n in self.graph.node if value in n.input), None)
+        where = None
+        if reader is not None:
+            index, op_type = (self.node_index or {}).get(reader.name, (None, reader.op_type))
+            where = (index, reader.name, op_type)
         return OnnxImportError(message, self.file, where, fix)
 
     def check_operand_types(self, node: Node) -> None:
@@ -654,7 +671,8 @@ class Importer:
             beyond = np.isinf(demoted) & np.isfinite(array)
             if beyond.any():
                 value = array[beyond].reshape(-1)[0]
-                raise self.error(
+                raise self.error_at_reader(
+                    name,
                     f"constant '{name}' (float64) holds {value:.6g}, beyond float32's range: "
                     "the program computes float64 in float32 (D-COMPILE-F64)",
                     fix="use a value within float32's range (a mask's fill value: "

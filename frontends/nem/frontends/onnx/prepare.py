@@ -92,6 +92,10 @@ class Prepared:
     """The user's nodes that compute from the graph's inputs, in order,
     (name, inputs, outputs): where the work of a node the simplifier folded
     into another went (`fusions.fused_into`)."""
+    source_opset: int | None = None
+    """The default-domain opset of the user's model, before the version
+    converter upgraded it (an op's meaning at it: Resize-10's coordinates,
+    `resize.resize`)."""
 
 
 LARGE = 4096
@@ -616,4 +620,4 @@ def prepare(
                 )
     if checker is not None:
         notes.insert(0, f"onnx.checker.check_model rejects the model: {checker}")
-    return Prepared(m, node_index, notes, checker, kept, flow)
+    return Prepared(m, node_index, notes, checker, kept, flow, opset)

@@ -82,6 +82,14 @@ def resize(imp: Importer, node: Node) -> None:
     mode = node.attrs.get("mode", b"nearest")
     transform = node.attrs.get("coordinate_transformation_mode", b"half_pixel")
     rounding = node.attrs.get("nearest_mode", b"round_prefer_floor")
+    legacy = imp.source_opset < 11
+    if legacy:
+        # Resize-10 and Upsample, which onnx's version converter upgrades to
+        # Resize with the defaults, half_pixel: their coordinates are
+        # asymmetric, nearest rounding down where an axis grows and up where
+        # it shrinks (onnxruntime's SIMPLE mode; session 55, an outside user:
+        # 18 of 22 such cases wrong once roi was taken, refused before)
+        transform, rounding = b"asymmetric", b"floor"
     if mode not in (b"nearest", b"linear", b"cubic"):
         raise imp.error(f"Resize mode '{mode.decode()}' is not one of nearest, linear, cubic")
     # ONNX's values only: `_nearest_weights` reads any other as the default
@@ -129,10 +137,12 @@ def resize(imp: Importer, node: Node) -> None:
         # align_corners maps corners of the output's length: onnxruntime reads
         # that length where onnx's reference takes input x scale (D-COMPILE-RESIZE)
         scale = None if transform == b"align_corners" else scales[a]
+        given = scales[a]
+        axis_rounding = b"ceil" if legacy and given is not None and given < 1 else rounding
         weights = (
-            _nearest_weights(transform, rounding, x.shape[a], scales[a], out[a])
+            _nearest_weights(transform, axis_rounding, x.shape[a], scales[a], out[a])
             if mode == b"nearest"
-            else _axis_weights(node, x.shape[a], scale, out[a])
+            else _axis_weights(node, x.shape[a], scale, out[a], transform)
         )
         dtype = np.float16 if isinstance(x.elem, ir.F16Type) else np.float32
         w = imp.weight(weights.astype(dtype), f"{node.name}_axis{a}")
@@ -232,7 +242,9 @@ WEIGHT_ATTRIBUTES = (
 """The attributes a resized axis' weights depend on (with its sizes)."""
 
 
-def _axis_weights(node: Node, n: int, scale: float | None, out: int) -> np.ndarray:
+def _axis_weights(
+    node: Node, n: int, scale: float | None, out: int, transform: bytes
+) -> np.ndarray:
     """The `[n, out]` weights of one resized axis: column `o` holds what
     output `o` sums of each input element, ONNX's reference implementation
     resizing the `n x n` identity along its second axis (in f64)."""
@@ -240,6 +252,7 @@ def _axis_weights(node: Node, n: int, scale: float | None, out: int) -> np.ndarr
     from onnx.reference import ReferenceEvaluator
 
     attrs = {k: node.attrs[k] for k in WEIGHT_ATTRIBUTES if k in node.attrs}
+    attrs["coordinate_transformation_mode"] = transform  # (Resize-10's: `resize`)
     given = (
         numpy_helper.from_array(np.array([scale], np.float32), "s")
         if scale is not None
