@@ -232,3 +232,39 @@ def test_resize_10_and_upsample_keep_their_coordinates(op, opset, mode, n, scale
     taken (refused before; an outside user, session 55)."""
     node = helper.make_node(op, ["x", "sc"], ["y"], mode=mode)
     run_api(graph_model([node], (1, 1, 3, n), [floats("sc", [1, 1, 1, scale])], opset))
+
+
+@pytest.mark.parametrize(
+    ("attrs", "n", "scale"),
+    [
+        ({"mode": b"linear"}, 300, 1.7),
+        ({"mode": b"cubic"}, 401, 2.3),
+        ({"mode": b"cubic", "exclude_outside": 1, "cubic_coeff_a": -0.5}, 333, 0.8),
+        ({"mode": b"linear", "antialias": 1}, 2000, 0.05),  # supports of 40 inputs
+        ({"mode": b"cubic", "antialias": 1}, 257, 0.6),
+    ],
+)
+def test_long_axis_weights_from_probes_are_the_identitys(attrs, n, scale):
+    """A long axis's weights come from 2k + 2 resized probe rows, not the n
+    rows of the identity (an outside user's 16000 -> 8000 resampling took
+    87 s, session 55): the same numbers, bit for bit, where the support is
+    narrow and, after more classes, where it is wide (antialias 0.05)."""
+    from types import SimpleNamespace
+
+    from nem.frontends.onnx.resize import _axis_resize, _axis_weights
+
+    node = SimpleNamespace(attrs=attrs)
+    s = float(np.float32(scale))
+    out = int(np.floor(n * np.float32(scale)))
+    want = _axis_resize(node, n, s, out, b"half_pixel")(np.eye(n))  # type: ignore[arg-type]
+    assert np.array_equal(_axis_weights(node, n, s, out, b"half_pixel"), want)  # type: ignore[arg-type]
+
+
+def test_a_length_onnx_and_onnxruntime_round_apart_is_refused_at_the_node():
+    """1000 x 0.7 is 699 outputs in f64 (ONNX's shape inference) and 700 in
+    f32 (onnxruntime): a located error naming both (an internal error
+    before, session 55)."""
+    node = helper.make_node("Resize", ["x", "", "sc"], ["y"], name="up", mode="linear")
+    model = graph_model([node], (1, 1, 2, 1000), [floats("sc", [1, 1, 1, 0.7])], 17)
+    with pytest.raises(CompileError, match="ONNX's shape inference makes 699 outputs"):
+        compile_onnx(model, device="npm_pro_x1")
