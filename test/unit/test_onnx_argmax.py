@@ -65,3 +65,15 @@ def test_ties_pick_the_first_or_last_position(op, last):
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (want,) = sess.run(None, {"x": x})
     assert got.tolist() == want.tolist()
+
+
+def test_an_integer_argmax_is_refused_with_a_fix():
+    """ArgMax takes float data only; the refusal says how to get there (an
+    outside user: no fix line, session 55)."""
+    from nem.compile import CompileError, compile_onnx
+
+    with pytest.raises(CompileError) as e:
+        compile_onnx(_model("ArgMax", (2, 5), elem=TensorProto.INT32, axis=1), device="npm_pro_x1")
+    text = str(e.value)
+    assert "node 0 'arg' (ArgMax): error: not supported: ArgMax of integer data ('x', i32)" in text
+    assert "fix: Cast 'x' to FLOAT before the ArgMax" in text

@@ -262,7 +262,10 @@ def _convert_node(imp: Importer, node: Node, poisoned: set[str]) -> OnnxImportEr
             f"not supported: {proto.op_type} of integer data ('{ints[0]}', "
             f"{imp.vals[ints[0]].elem}): integer tensors computed at run time "
             "take arithmetic (Add, Sub, Mul, Div, Max, Min, Sum, Clip, CumSum), Cast, "
-            "Gather and data movement only"
+            "Gather and data movement only",
+            # (an outside user: no fix line; session 55)
+            fix=f"Cast '{ints[0]}' to FLOAT before the {proto.op_type} (and back after it, "
+            "if the model needs integers; exact for integers of up to 24 bits)",
         )
     try:
         imp.check_operand_types(node)

@@ -230,7 +230,11 @@ def arg_extreme(kind: str) -> Callable[[Importer, Node], None]:
     def convert(imp: Importer, node: Node) -> None:
         x = imp.tensor(node.input(0))
         if not isinstance(x.elem, ir.FloatType):
-            raise imp.error(f"not supported: {node.op_type} of {x.elem} values (float only)")
+            raise imp.error(
+                f"not supported: {node.op_type} of {x.elem} values (float only)",
+                fix=f"Cast the input to FLOAT before the {node.op_type} (exact for integers "
+                "of up to 24 bits)",
+            )
         axis = imp.axis(int(node.attrs.get("axis", 0)), x.rank)
         last = bool(int(node.attrs.get("select_last_index", 0)))
         v = imp.logical(x)
