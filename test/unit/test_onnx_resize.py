@@ -173,7 +173,7 @@ NEAREST_TIES = {
 @pytest.mark.parametrize("case", sorted(NEAREST_TIES))
 def test_nearest_source_coordinates_are_computed_in_float32(case):
     """Nearest modes read the input at a source coordinate computed in f32
-    as onnxruntime computes it (`resize._nearest_weights`): onnx's
+    as onnxruntime computes it (`resize.nearest_weights`): onnx's
     reference computes it in f64, and where the scale is not exact in
     binary the two pick pixels a whole step apart (an outside user, session
     55: 12 of 28 nearest cases differed from onnxruntime, errors up to 3.9)."""
@@ -251,13 +251,13 @@ def test_long_axis_weights_from_probes_are_the_identitys(attrs, n, scale):
     narrow and, after more classes, where it is wide (antialias 0.05)."""
     from types import SimpleNamespace
 
-    from nem.frontends.onnx.resize import _axis_resize, _axis_weights
+    from nem.frontends.onnx.resize import axis_resize, axis_weights
 
     node = SimpleNamespace(attrs=attrs)
     s = float(np.float32(scale))
     out = int(np.floor(n * np.float32(scale)))
-    want = _axis_resize(node, n, s, out, b"half_pixel")(np.eye(n))  # type: ignore[arg-type]
-    assert np.array_equal(_axis_weights(node, n, s, out, b"half_pixel"), want)  # type: ignore[arg-type]
+    want = axis_resize(node, n, s, out, b"half_pixel")(np.eye(n))  # type: ignore[arg-type]
+    assert np.array_equal(axis_weights(node, n, s, out, b"half_pixel"), want)  # type: ignore[arg-type]
 
 
 def test_a_length_onnx_and_onnxruntime_round_apart_is_refused_at_the_node():

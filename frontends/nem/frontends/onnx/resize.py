@@ -23,10 +23,10 @@ along each resized axis, output `o` is a weighted sum of input elements
 with weights that depend on the axis' sizes and the attributes only.
 Those weights are computed at compile time by onnx's reference
 implementation itself, resizing the identity matrix along one axis (one
-home for ONNX's semantics: `_axis_weights`), but in mode nearest, whose
+home for ONNX's semantics: `axis_weights`), but in mode nearest, whose
 one-hot weights pick the input element at the source coordinate rounded:
 that coordinate is computed in float32 as onnxruntime computes it
-(`_nearest_weights`; in f64, onnx's reference picked pixels a whole step
+(`nearest_weights`; in f64, onnx's reference picked pixels a whole step
 from onnxruntime's where the scale is not exact in binary); and each
 resized axis becomes one matrix product with them (`einsum.contract`,
 raised to a NEM matmul).  `roi` is read by `tf_crop_and_resize` only, so it
@@ -93,7 +93,7 @@ def resize(imp: Importer, node: Node) -> None:
         transform, rounding = b"asymmetric", b"floor"
     if mode not in (b"nearest", b"linear", b"cubic"):
         raise imp.error(f"Resize mode '{mode.decode()}' is not one of nearest, linear, cubic")
-    # ONNX's values only: `_nearest_weights` reads any other as the default
+    # ONNX's values only: `nearest_weights` reads any other as the default
     # (onnx's reference raised on them; a review, session 55)
     for attr, value, known in (
         ("coordinate_transformation_mode", transform, TRANSFORMS),
@@ -141,9 +141,9 @@ def resize(imp: Importer, node: Node) -> None:
         given = scales[a]
         axis_rounding = b"ceil" if legacy and given is not None and given < 1 else rounding
         weights = (
-            _nearest_weights(transform, axis_rounding, x.shape[a], scales[a], out[a])
+            nearest_weights(transform, axis_rounding, x.shape[a], scales[a], out[a])
             if mode == b"nearest"
-            else _axis_weights(node, x.shape[a], scale, out[a], transform)
+            else axis_weights(node, x.shape[a], scale, out[a], transform)
         )
         dtype = np.float16 if isinstance(x.elem, ir.F16Type) else np.float32
         w = imp.weight(weights.astype(dtype), f"{node.name}_axis{a}")
@@ -194,7 +194,7 @@ def _sizes(imp: Importer, node: Node, shape: list[int]) -> tuple[list[float | No
     return scales, out
 
 
-def _nearest_weights(
+def nearest_weights(
     transform: bytes, rounding: bytes, n: int, scale: float | None, out: int
 ) -> np.ndarray:
     """The `[n, out]` one-hot weights of one axis resized in mode nearest:
@@ -252,22 +252,20 @@ WEIGHT_ATTRIBUTES = (
 
 
 PROBES = 16
-"""Input classes (positions modulo it) `_axis_weights` first probes a long
+"""Input classes (positions modulo it) `axis_weights` first probes a long
 axis with: a column of its weights whose input support is narrower (linear
 reads 2 inputs, cubic 4) is read off one class each; four times as many are
 tried while the check fails, the identity at last."""
 
 
-def _axis_weights(
-    node: Node, n: int, scale: float | None, out: int, transform: bytes
-) -> np.ndarray:
+def axis_weights(node: Node, n: int, scale: float | None, out: int, transform: bytes) -> np.ndarray:
     """The `[n, out]` weights of one resized axis: column `o` holds what
     output `o` sums of each input element, as ONNX's reference implementation
     resizes (in f64) the `n x n` identity along its second axis, or on a long
     axis a few probes that give the same numbers (`_probed`): resizing the
     identity cost `n` rows of `out` outputs in Python, 87 s and 3.2 GB for an
     outside user's 16000 -> 8000 audio resampling (session 55)."""
-    resize = _axis_resize(node, n, scale, out, transform)
+    resize = axis_resize(node, n, scale, out, transform)
     k = PROBES
     while 2 * k < n:
         weights = _probed(resize, n, out, k)
@@ -277,7 +275,7 @@ def _axis_weights(
     return resize(np.eye(n))
 
 
-def _axis_resize(
+def axis_resize(
     node: Node, n: int, scale: float | None, out: int, transform: bytes
 ) -> Callable[[np.ndarray], np.ndarray]:
     """`rows` (`[r, n]`, f64) resized along their second axis by onnx's
@@ -320,7 +318,7 @@ def _probed(
     the comb's output is that input's weight w, exactly (a sum of it and
     zeros), and the other's q w names the input.  Two random rows check the
     result against the reference's own resize of them; None where they
-    disagree (a support as wide as k: more classes, `_axis_weights`)."""
+    disagree (a support as wide as k: more classes, `axis_weights`)."""
     i = np.arange(n)
     combs = (i[None, :] % k == np.arange(k)[:, None]).astype(np.float64)
     checks = np.random.default_rng(0).standard_normal((2, n))
