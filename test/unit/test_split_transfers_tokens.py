@@ -5,7 +5,8 @@ sessions 37-38), and after the split where it took the last tokens
 (session 43); a transfer's bands taken as their join (sessions 43c and
 44); a store left whole, waited for where the estimate has it done (session
 44); a copy made once split from `min-few`, with the tokens the others leave
-(session 50)."""
+(session 50); engine parts' weights staged before a loop, waited for before
+it (session 56)."""
 
 from __future__ import annotations
 
@@ -600,3 +601,64 @@ def test_a_copy_split_only_as_one_of_few_runs_takes_the_tokens_left(monkeypatch)
     monkeypatch.setattr(split_transfers.Choice, "_once_only", lambda self, found, runs: frozenset())
     alike = _split(SHARED, max_tokens=6)
     assert "lb_4" not in alike and "ls_2 = transfer.async" in alike
+
+
+PARTS = (
+    """device "npm_pro_x1.nem"
+
+program parts:
+
+buffer W : DDR (size=65536, align=64)
+buffer X : DDR (size=131072, align=64)
+buffer Y : DDR (size=524288, align=64)
+"""
+    + "".join(
+        f"buffer w{e} : L1[{e}] (size=65536, align=64)\n"
+        f"buffer x{e} : L1[{e}] (size=65536, align=64)\n"
+        f"buffer y{e} : L1[{e}] (size=65536, align=64)\n"
+        for e in range(4)
+    )
+    + "".join(
+        f"cw{e} = transfer.async(dst=region(w{e}, 0, 65536) elem=f32, shape=[8, 16, 128], layout=HWC, "
+        "src=region(W, 0, 65536) elem=f32, shape=[8, 16, 128], layout=HWC)\n"
+        for e in range(4)
+    )
+    + "loop i in [0..3] @max_in_flight(2):\n"
+    + "".join(
+        f"  ld{e} = transfer.async(dst=region(x{e}, (i mod 2) * 32768, 32768) elem=f32, "
+        "shape=[4, 16, 128], layout=HWC, src=region(X, i * 32768, 32768) elem=f32, "
+        "shape=[4, 16, 128], layout=HWC)\n"
+        f"  r{e} = add.async in region(x{e}, (i mod 2) * 32768, 32768) elem=f32, shape=[4, 16, 128], "
+        f"layout=HWC, region(w{e}, 0, 32768) elem=f32, shape=[4, 16, 128], layout=HWC "
+        f"out region(y{e}, (i mod 2) * 32768, 32768) elem=f32, shape=[4, 16, 128], layout=HWC "
+        f"deps=[ld{e}, cw{e}]\n"
+        f"  s{e} = transfer.async(dst=region(Y, i * 131072 + {e} * 32768, 32768) elem=f32, "
+        f"shape=[4, 16, 128], layout=HWC, src=region(y{e}, (i mod 2) * 32768, 32768) elem=f32, "
+        f"shape=[4, 16, 128], layout=HWC, deps=[r{e}])\n"
+        for e in range(4)
+    )
+    + "  wait(s0, s1, s2, s3)\nendloop\n"
+)
+
+
+def test_engine_parts_weight_copies_share_the_tokens_left():
+    """Four engine parts, each staging its 64 KiB weights once before the
+    jammed tile loop that reads them (an Inception v2 1x1 layer, whose
+    per-channel broadcasts hoisted beside them are live across the loop
+    too).  The loop's two iterations in flight hold 10 tokens and the
+    weights 4: 18 tokens leave 4 slices' worth, and each weight copy takes
+    2 slices (given in bytes order, the first took 4, the second 2 and the
+    last two stayed whole: one DMA for 64 KiB, their engines' tiles waiting).
+    Held (`retire-below` under their bytes); by default (session 56) waited
+    for before the loop, 4 slices each, and the loop's loads split."""
+    (prog,) = programs(parse_nem(PARTS, str(LIT)))
+    assert max_live_tokens(prog) == 14
+    out = _split(PARTS, max_tokens=18, min_moved=1 << 30, min_once=1 << 16, retire_below=1 << 16)
+    for e in range(4):
+        assert f"deps=[ld{e}, cw{e}_1, cw{e}_2]" in out
+    (prog,) = programs(parse_nem(out, str(LIT)))
+    assert max_live_tokens(prog) == 18
+    out = _split(PARTS, max_tokens=18, min_moved=1 << 30, min_once=1 << 16)
+    weights = ", ".join(f"cw{e}_{k}" for e in range(4) for k in range(1, 5))
+    assert f"wait({weights})\n\nloop i" in out
+    assert all(f"deps=[ld{e}_1, ld{e}_2" in out for e in range(4))

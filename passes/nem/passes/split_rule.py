@@ -53,15 +53,18 @@ MIN_FEW = 2 * MIN_PIECE
 """A transfer in a loop of at most `few-runs` runs splits from this span on
 (under `min-bytes`): the least that makes two slices of `min-piece`
 (ShuffleNet's 15,232-byte row tiles make three; session 32)."""
-RETIRE_BELOW = MIN_ONCE
+RETIRE_BELOW = 1 << 48
 """A transfer moving fewer bytes than this whose token a loop consumes from
 outside is waited for before the loop (`retire_held`) instead of held live
-across it: a padded buffer's border fill, done long before the loop's first
-tile needs it, and (session 25; `min-bytes` before) a layer's weights staged
-before its tile loop, which the first tile waits for anyway: held, their
-slices' tokens were the loop's, and DenseNet-121's 64-245 KB weights stayed
-whole on one DMA.  From `min-once` on, a transfer made once holds its
-slices' tokens across the loop instead (`reserved`)."""
+across it: every one by default (256 TiB).  A padded buffer's border fill,
+done long before the loop's first tile needs it (session 23: 16 KiB), and
+a layer's weights staged before its tile loop, which the first tile waits
+for anyway: held, their slices' tokens were the loop's, and DenseNet-121's
+64-245 KB weights stayed whole on one DMA (session 25: `min-once`).  From
+session 56 the weights spanning `min-once` too: held (`reserved`), each
+engine part's 409,600-byte weights of DenseNet-121's 14x14 1x1 layers got 3,
+3, 2 and 2 slices of the 32 tokens and the parts on two DMAs waited 6,400
+cycles for them; waited for, 4 each (D-NEM-SPLIT-TRANSFERS)."""
 
 
 def least_span(

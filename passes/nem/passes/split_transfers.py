@@ -60,17 +60,19 @@ original token's live interval, D-TOK-LIVE), and the program must stay
 within the device's `SEQ.max_active_tokens` (DEV-17): `choose_splits`
 budgets them, loop bodies first (they run many times; the program's own
 transfers moving `min-once`, made once, hold their slices' tokens at each
-loop first: a layer's weights staged before its tile loop), then each block's
+loop they are live across first: a store a later block reads), then each block's
 transfers share the tokens left, one slice at a time to the one whose
 slices are the largest (`share`: fewer slices than the DMAs, or none), those
 made once that split only from `min-few` last.
 Before a block is budgeted, the tokens of compute tasks a loop of the block
 consumes that one earlier compute task joins (a convolution's two NMU bands,
 its bias add) are replaced by the join's in the loop's body (`join_held`,
-session 42b), and its small transfers whose tokens a loop of the
-block consumes are waited for right before that loop (`retire_held`): held,
-each counted at every statement of the loop (D-TOK-LIVE), and a padded
-input's border fills took the slices of its consumer's tile copies; those
+session 42b), and its transfers whose tokens a loop of the
+block consumes are waited for right before that loop (`retire_held`: all
+of them by default, a layer's weights too, session 56): held, each counted
+at every statement of the loop (D-TOK-LIVE), a padded input's border fills
+took the slices of its consumer's tile copies and a layer's weights those
+of the other engine parts' weights; those
 under `min-piece` that two or more of its statements consume, right before
 the first (`retire_shared`: the border strips that every engine part of a
 convolution loads, held from the first part's load to the last); and after
@@ -361,8 +363,8 @@ class Choice:
         # the bands a loop holds, as their join's one token (session 42b)
         if budget is not None and join_held(live):
             live = block_liveness(block, self.ev, bodies=False)
-        # from `min-once` on, a transfer keeps its slices' tokens (`reserved`)
-        if retire_held(live, min(self.retire_below, self.min_once)):
+        # a transfer a loop consumes, waited for before it (`retire-below`)
+        if retire_held(live, self.retire_below):
             live = block_liveness(block, self.ev, bodies=False)
         if retire_shared(
             live, min(self.retire_below, self.min_piece), self.at_limit(block, budget)
@@ -391,9 +393,10 @@ class Choice:
             )
         )
         found = self._found(live, least)
-        # the program's own transfers moving `min-once` (made once: a
-        # layer's weights on the path to its first tile) keep their slices'
-        # tokens from its loops; the smaller ones (`min-single`) take what
+        # the program's own transfers moving `min-once` (made once, live
+        # across a loop that does not consume them: the weights a loop reads
+        # were waited for above) keep their slices' tokens from its loops;
+        # the smaller ones (`min-single`) take what
         # the loops leave, as the loops' own copies of that size do.  Moved,
         # not spanned (session 34): a store into a concatenation's channel
         # slice spans the rows of the wider tensor (SqueezeNet's fire8
