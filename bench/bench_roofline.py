@@ -80,7 +80,8 @@ def timed_run(nem: str | bytes, label: str, device: str, least=None):
 def conv_layers(rep) -> dict:
     """The issue's per-layer goal: how many Conv nodes run within 2x of their
     own bound (their busy cycles over it), their median ratio and the
-    farthest one."""
+    farthest one; of those over, how many are within 2x of all the work
+    run in their cycles (`shared_bound`: concurrent layers on their units)."""
     convs = sorted(
         (g for g in rep.groups if g.name.endswith("(Conv)") and g.ratio is not None),
         key=lambda g: g.ratio,
@@ -97,6 +98,9 @@ def conv_layers(rep) -> dict:
         "median_ideal_ratio": ideal[len(ideal) // 2] if ideal else None,
         "conv_cycles": sum(g.cycles for g in convs),
         "over_2x_critical": sum(g.critical for g in convs if g.ratio > 2.0),
+        "over_2x_shared_within": sum(
+            g.ratio > 2.0 and g.shared_ratio is not None and g.shared_ratio <= 2.0 for g in convs
+        ),
         "farthest": {"group": convs[-1].name, "ratio": convs[-1].ratio},
     }
 
@@ -251,7 +255,8 @@ def show(row: dict) -> None:
             f"{'':<4}{layers['convs']} Conv layers: {layers['within_2x']} within 2x of their "
             f"bound, median ratio {layers['median_ratio']:.2f}, {layers['conv_cycles']} cycles; "
             f"farthest {far['group']} at {far['ratio']:.2f}; those over 2x: "
-            f"{layers['over_2x_critical']} cycles of the critical path"
+            f"{layers['over_2x_critical']} cycles of the critical path, "
+            f"{layers['over_2x_shared_within']} within 2x of all the work run in their cycles"
         )
         if layers["median_ideal_ratio"] is not None:
             print(

@@ -37,6 +37,8 @@ def test_per_node_rows_count_the_conv_layers():
     assert "layers" not in plain
     # the convolutions over 2x hold a part of the critical path (D-RT-ROOFLINE, session 42)
     assert 0 <= layers["over_2x_critical"] <= row["cycles"]
+    over = layers["convs"] - layers["within_2x"]
+    assert 0 <= layers["over_2x_shared_within"] <= over  # session 56: `shared_bound`
     assert all(0 <= g["critical"] <= g["cycles"] for g in row["farthest"])
 
 

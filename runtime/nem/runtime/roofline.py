@@ -41,6 +41,7 @@ from typing import Protocol
 from nem.dialect.semantics.cost import Profile, UnitChars, macs_per_cycle
 from nem.runtime import critical_path
 from nem.runtime.critical_path import Segment
+from nem.runtime.roofline_shared import Beside, shared_work
 from nem.runtime.roofline_tally import Group, Rate, Tally
 
 LATENCY = "latency"
@@ -93,10 +94,17 @@ class Row:
     critical: int = 0  # cycles of the program's critical path in its tasks (`critical_path`)
     critical_by_kind: dict[str, int] = field(default_factory=dict)  # by `critical_path.KINDS`
     moved: dict[str, int] = field(default_factory=dict)  # `Group.moved`, most bytes first
+    shared_bound: float = 0.0  # the bound of all the work run in its cycles (`shared_bounds`)
+    shared_roof: str | None = None
+    beside: list[str] | None = None  # over WITHIN: the groups whose work shared its cycles
 
     @property
     def ratio(self) -> float | None:
         return self.cycles / self.bound if self.bound > 0 else None
+
+    @property
+    def shared_ratio(self) -> float | None:
+        return self.cycles / self.shared_bound if self.shared_bound > 0 else None
 
     @property
     def ideal_ratio(self) -> float | None:
@@ -138,6 +146,10 @@ class Row:
             "usable_bound": round(self.usable_bound, 3),
             "usable_ratio": None if self.usable_ratio is None else round(self.usable_ratio, 4),
             "usable_roof": self.usable_roof,
+            "shared_bound": round(self.shared_bound, 3),
+            "shared_ratio": None if self.shared_ratio is None else round(self.shared_ratio, 4),
+            "shared_roof": self.shared_roof,
+            "beside": self.beside,
             "units": {
                 u: {
                     "units": x.units,
@@ -261,6 +273,30 @@ class Report:
         usable = {u: self.usable_units.get(u, n) for u, n in device.items()}
         return usable if any(n < device[u] for u, n in usable.items()) else {}
 
+    def shared_lines(self) -> list[str]:
+        """The groups over `WITHIN` times their bound (the node groups, or
+        every group of a program with none: `shared_rows`), and those of
+        them within it of the work run in their cycles, one line each with
+        the groups beside them (`shared_bounds`): a layer stretched by a
+        concurrent one, not idle (session 56)."""
+        over = [r for r in shared_rows(self.groups) if (r.ratio or 0) > WITHIN]
+        if not over:
+            return []
+        kept = [r for r in over if r.shared_ratio is not None and r.shared_ratio <= WITHIN]
+        what = "node group(s)" if over[0].kind == "node" else "group(s)"
+        out = [
+            f"over {WITHIN:g}x of their bound: {len(over)} {what}, {len(kept)} of them within "
+            f"{WITHIN:g}x of all the work run in their cycles" + (":" if kept else "")
+        ]
+        for r in kept[:SHARED_LISTED]:
+            own, shared = shown(r.cycles, r.bound)[1], shown(r.cycles, r.shared_bound)[1]
+            out.append(f"  {r.name} {own} -> {shared} beside {' and '.join(r.beside or [])}")
+        if len(kept) > SHARED_LISTED:
+            out.append(
+                f"  and {len(kept) - SHARED_LISTED} more (--json: each group's shared_ratio, beside)"
+            )
+        return out
+
     def critical_lines(self) -> list[str]:
         """The text's lines on the critical path (`critical_path.lines`)."""
         return critical_path.lines(self.groups, self.total.critical_by_kind, self.critical_path)
@@ -323,6 +359,7 @@ class Report:
                     f"within {WITHIN:g}x of their ideal: "
                     + ", ".join(f"{op} {i} of {of}" for op, (_, of, i) in within.items())
                 )
+        out += self.shared_lines()
         if self.groups and all(r.kind != "node" for r in self.groups):
             # A model compiled to `.nem` (nem-compile's default) has no ONNX
             # nodes: its report is loops and segments, one row when it has
@@ -344,6 +381,18 @@ class Report:
         ]
         if within:
             out.append("within: per ONNX op type, its node groups whose ratio is at most 2")
+        if self.shared_lines():
+            out += [
+                "work run in their cycles: every task's work (any group's) in the group's busy",
+                "cycles over the device's units, each task's spread evenly over its run",
+                f"(`shared_bound` in --json); beside: the {BESIDE} groups with the most of that",
+                "work on the kind of that bound (their units busy with other groups' tasks)",
+            ]
+            if own:
+                out.append(
+                    "(the device's units, as the bound: the program's tasks reach fewer, whose "
+                    "u-ratio says how busy they were)"
+                )
         if self.total.critical:
             out += [
                 "critical path: one longest chain of the run, each task back to what its start",
@@ -539,6 +588,7 @@ def report(
                 total.critical_by_kind[k] = total.critical_by_kind.get(k, 0) + n
             pairs.append((g, r))
     total.critical = sum(total.critical_by_kind.values())
+    shared_bounds(pairs, total, tally)
     if least is not None:
         ideal_bounds(pairs, total, *least)
     return Report(
@@ -553,6 +603,46 @@ def report(
         tally.segments(),
         _unnamed(tally, nodes),
     )
+
+
+SHARED_LISTED = 5
+"""How many groups within 2x of their shared bound the text names."""
+
+BESIDE = 2
+"""How many of the groups that shared its cycles a row names (`beside`)."""
+
+
+def shared_bounds(pairs: list[tuple[Group, Row]], total: Row, tally: Tally) -> None:
+    """Each row's `shared_bound`: the largest, over unit kinds, of the work
+    every task (any group's) ran in the group's busy cycles over the kind's
+    units (`roofline_shared`; its own bound where no other work ran), the
+    program's its bound; a row `shared_rows` counts over `WITHIN` times its
+    own bound names the groups whose work on the kind of that bound
+    shared its cycles most (`beside`)."""
+    total.shared_bound, total.shared_roof = total.bound, total.roof
+    spread = shared_work(tally.runs)
+    index = {id(g): i for i, g in enumerate(tally.groups)}
+    counted = {id(r) for r in shared_rows([r for _, r in pairs])}
+    near: Beside | None = None
+    for g, r in pairs:
+        starts, ends = g.spans.starts, g.spans.ends
+        work = {k: sp.within(starts, ends) / tally.units.get(k, 1) for k, sp in spread.items()}
+        for k, use in r.units.items():  # its own where nothing else ran (to rounding)
+            if work.get(k, 0.0) <= use.bound or math.isclose(work[k], use.bound, rel_tol=1e-9):
+                work[k] = use.bound
+        r.shared_roof = max(work, key=lambda k: work[k]) if work else None
+        r.shared_bound = work[r.shared_roof] if r.shared_roof is not None else 0.0
+        if r.shared_roof is not None and id(r) in counted and (r.ratio or 0) > WITHIN:
+            near = near or Beside(tally.runs)
+            others = near.of(r.shared_roof, index[id(g)], starts, ends)
+            r.beside = [tally.groups[i].name for i in list(others)[:BESIDE]]
+
+
+def shared_rows(rows: Sequence[Row]) -> list[Row]:
+    """The rows the shared line counts: the node groups, or every group of
+    a program with none (a `.nem` text program's loops and segments)."""
+    nodes = [r for r in rows if r.kind == "node"]
+    return nodes or [r for r in rows if r.kind in ("loop", "segment")]
 
 
 def _unnamed(tally: Tally, nodes: Sequence[tuple[str, str]]) -> list[str]:

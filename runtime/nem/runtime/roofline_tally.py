@@ -39,6 +39,7 @@ from nem.dialect.semantics.units import DEVICE_UNITS
 from nem.runtime import critical_path
 from nem.runtime.critical_path import Link, Segment
 from nem.runtime.engine import CompiledProgram, Instr, LoopTpl, TaskTpl, WaitTpl
+from nem.runtime.roofline_shared import Runs
 
 
 class Busy:
@@ -278,6 +279,7 @@ class Tally:
         self.units = unit_counts(topology)
         self.last: Link | None = None  # the chain of the task that ends last
         self.routes: dict[int, str | None] = {}  # `route` by `TaskTpl.seq_id`, as tasks run
+        self.runs = Runs()  # every task's work, for each group's shared bound
 
     def add(
         self,
@@ -297,6 +299,7 @@ class Tally:
         if seq not in self.routes:
             self.routes[seq] = route(tpl.op)
         self.groups[g].add(utype, w, start, end, self.routes[seq])
+        self.runs.add(utype, start, end, w.amount / w.rate, g)
         self.total.add(utype, w, start, end, self.routes[seq])
         link = critical_path.extend(after, g, start, end, kind)
         if self.last is None or end > self.last.end:
