@@ -81,7 +81,8 @@ def conv_layers(rep) -> dict:
     """The issue's per-layer goal: how many Conv nodes run within 2x of their
     own bound (their busy cycles over it), their median ratio and the
     farthest one; of those over, how many are within 2x of all the work
-    run in their cycles (`shared_bound`: concurrent layers on their units)."""
+    run in their cycles (`shared_bound`: concurrent layers on their units),
+    and the others, over 2x of both (their units idle), by name."""
     convs = sorted(
         (g for g in rep.groups if g.name.endswith("(Conv)") and g.ratio is not None),
         key=lambda g: g.ratio,
@@ -101,6 +102,11 @@ def conv_layers(rep) -> dict:
         "over_2x_shared_within": sum(
             g.ratio > 2.0 and g.shared_ratio is not None and g.shared_ratio <= 2.0 for g in convs
         ),
+        "over_2x_idle": [
+            {"group": g.name, "ratio": g.ratio, "shared_ratio": g.shared_ratio}
+            for g in convs
+            if g.ratio > 2.0 and (g.shared_ratio is None or g.shared_ratio > 2.0)
+        ],
         "farthest": {"group": convs[-1].name, "ratio": convs[-1].ratio},
     }
 
@@ -258,6 +264,14 @@ def show(row: dict) -> None:
             f"{layers['over_2x_critical']} cycles of the critical path, "
             f"{layers['over_2x_shared_within']} within 2x of all the work run in their cycles"
         )
+        if layers["over_2x_idle"]:
+            print(
+                f"{'':<4}over 2x of both, their units idle: "
+                + ", ".join(
+                    f"{g['group']} {g['ratio']:.2f} / {g['shared_ratio'] or 0:.2f}"
+                    for g in layers["over_2x_idle"]
+                )
+            )
         if layers["median_ideal_ratio"] is not None:
             print(
                 f"{'':<4}against the ideal bound (each node's tensors once): "

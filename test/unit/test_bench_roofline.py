@@ -39,6 +39,9 @@ def test_per_node_rows_count_the_conv_layers():
     assert 0 <= layers["over_2x_critical"] <= row["cycles"]
     over = layers["convs"] - layers["within_2x"]
     assert 0 <= layers["over_2x_shared_within"] <= over  # session 56: `shared_bound`
+    idle = layers["over_2x_idle"]
+    assert len(idle) == over - layers["over_2x_shared_within"]
+    assert all(g["ratio"] > 2 and g["shared_ratio"] > 2 for g in idle)
     assert all(0 <= g["critical"] <= g["cycles"] for g in row["farthest"])
 
 
