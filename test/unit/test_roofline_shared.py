@@ -87,9 +87,10 @@ def test_a_loop_beside_a_transfer_shares_its_cycles(tmp_path):
         "over 2x of their bound: 2 group(s), 2 of them within 2x of all the work run in "
         "their cycles:"
     )
-    assert text[at + 1 : at + 3] == [
+    assert text[at + 1 : at + 4] == [
         "  segment at line 5 2.06 -> 1.38 beside loop at line 6",
         "  loop at line 6 2.25 -> 1.08 beside segment at line 5",
+        "groups: loops and segments; no task names an ONNX node (a model compiled",
     ]
 
 
@@ -131,6 +132,14 @@ def test_a_fire_modules_expand_layers_share_their_cycles():
     )
     own, shared = shown(e1.cycles, e1.bound)[1], shown(e1.cycles, e1.shared_bound)[1]
     assert text[at + 1] == f"  {e1.name} {own} -> {shared} beside {e3.name}"
+    sq = shown(squeeze.cycles, squeeze.bound)[1]
+    assert text[at + 3] == f"  over 2x of both (their units idle): {squeeze.name} {sq} / {sq}"
+    # a program reaching fewer units (`--engines 1`): the line says whose units divide
+    rep.usable_units = {u: max(1, n // 4) for u, n in rep.units.items()}
+    fewer = rep.to_text().splitlines()
+    assert fewer[at].endswith("(the device's units: see u-ratio):")
+    assert fewer[at + 3].startswith("  over 2x of both (the device's units): ")
+    rep.usable_units = dict(rep.units)
     json_rows = {r["name"]: r for r in rep.to_json()["groups"]}
     assert json_rows[squeeze.name]["beside"] == []  # over 2x, nothing beside it
     assert json_rows["layout of 'y'"]["beside"] is None  # not over 2x: not asked

@@ -275,18 +275,21 @@ class Report:
 
     def shared_lines(self) -> list[str]:
         """The groups over `WITHIN` times their bound (the node groups, or
-        every group of a program with none: `shared_rows`), and those of
-        them within it of the work run in their cycles, one line each with
-        the groups beside them (`shared_bounds`): a layer stretched by a
-        concurrent one, not idle (session 56)."""
+        every group of a program with none: `shared_rows`): those within it
+        of the work run in their cycles, one line each with the groups
+        beside them (`shared_bounds`: a layer stretched by a concurrent one,
+        session 56), then those over it of both, named on one line (their
+        units idle; an outside user saw them counted and never named)."""
         over = [r for r in shared_rows(self.groups) if (r.ratio or 0) > WITHIN]
         if not over:
             return []
         kept = [r for r in over if r.shared_ratio is not None and r.shared_ratio <= WITHIN]
+        idle = [r for r in over if not (r.shared_ratio is not None and r.shared_ratio <= WITHIN)]
         what = "node group(s)" if over[0].kind == "node" else "group(s)"
+        fewer = " (the device's units: see u-ratio)" if self.fewer_units() else ""
         out = [
             f"over {WITHIN:g}x of their bound: {len(over)} {what}, {len(kept)} of them within "
-            f"{WITHIN:g}x of all the work run in their cycles" + (":" if kept else "")
+            f"{WITHIN:g}x of all the work run in their cycles{fewer}" + (":" if kept else "")
         ]
         for r in kept[:SHARED_LISTED]:
             own, shared = shown(r.cycles, r.bound)[1], shown(r.cycles, r.shared_bound)[1]
@@ -294,6 +297,18 @@ class Report:
         if len(kept) > SHARED_LISTED:
             out.append(
                 f"  and {len(kept) - SHARED_LISTED} more (--json: each group's shared_ratio, beside)"
+            )
+        if idle:
+            named = ", ".join(
+                f"{r.name} {shown(r.cycles, r.bound)[1]} / {shown(r.cycles, r.shared_bound)[1]}"
+                for r in idle[:SHARED_LISTED]
+            )
+            more = len(idle) - SHARED_LISTED
+            out.append(
+                f"  over {WITHIN:g}x of both ("
+                + ("the device's units" if fewer else "their units idle")
+                + f"): {named}"
+                + (f" and {more} more" if more > 0 else "")
             )
         return out
 
