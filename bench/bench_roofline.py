@@ -54,7 +54,7 @@ import sys
 from nem.compile import CompileError, compile_onnx
 from nem.frontends.onnx import light_cnns, samples
 from nem.runtime.api import NemInterpreter
-from nem.runtime.roofline import shown, shown_bound
+from nem.runtime.roofline import WITHIN, shown, shown_bound
 
 
 def cpu() -> float:
@@ -93,19 +93,17 @@ def conv_layers(rep) -> dict:
     ideal = sorted(g.ideal_ratio for g in convs if g.ideal_ratio is not None)
     return {
         "convs": len(convs),
-        "within_2x": sum(g.ratio <= 2.0 for g in convs),
+        "within_2x": sum(g.ratio <= WITHIN for g in convs),
         "median_ratio": mid.ratio,
-        "within_2x_ideal": sum(r <= 2.0 for r in ideal),
+        "within_2x_ideal": sum(r <= WITHIN for r in ideal),
         "median_ideal_ratio": ideal[len(ideal) // 2] if ideal else None,
         "conv_cycles": sum(g.cycles for g in convs),
-        "over_2x_critical": sum(g.critical for g in convs if g.ratio > 2.0),
-        "over_2x_shared_within": sum(
-            g.ratio > 2.0 and g.shared_ratio is not None and g.shared_ratio <= 2.0 for g in convs
-        ),
+        "over_2x_critical": sum(g.critical for g in convs if g.ratio > WITHIN),
+        "over_2x_shared_within": sum(g.busy_beside() for g in convs),
         "over_2x_idle": [
             {"group": g.name, "ratio": g.ratio, "shared_ratio": g.shared_ratio}
             for g in convs
-            if g.ratio > 2.0 and (g.shared_ratio is None or g.shared_ratio > 2.0)
+            if g.ratio > WITHIN and not g.busy_beside()
         ],
         "farthest": {"group": convs[-1].name, "ratio": convs[-1].ratio},
     }

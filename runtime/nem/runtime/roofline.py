@@ -106,6 +106,13 @@ class Row:
     def shared_ratio(self) -> float | None:
         return self.cycles / self.shared_bound if self.shared_bound > 0 else None
 
+    def busy_beside(self, times: float = WITHIN) -> bool:
+        """Over `times` its bound, within it of all the work run in its
+        cycles (`shared_bounds`): its units busy with other groups' work,
+        not idle (session 56; the report's line and the bench's count)."""
+        shared = self.shared_ratio
+        return (self.ratio or 0) > times and shared is not None and shared <= times
+
     @property
     def ideal_ratio(self) -> float | None:
         return self.cycles / self.ideal_bound if self.ideal_bound else None
@@ -283,8 +290,8 @@ class Report:
         over = [r for r in shared_rows(self.groups) if (r.ratio or 0) > WITHIN]
         if not over:
             return []
-        kept = [r for r in over if r.shared_ratio is not None and r.shared_ratio <= WITHIN]
-        idle = [r for r in over if not (r.shared_ratio is not None and r.shared_ratio <= WITHIN)]
+        kept = [r for r in over if r.busy_beside()]
+        idle = [r for r in over if not r.busy_beside()]
         what = "node group(s)" if over[0].kind == "node" else "group(s)"
         fewer = " (the device's units: see u-ratio)" if self.fewer_units() else ""
         out = [
