@@ -632,17 +632,26 @@ def test_a_long_tile_loop_keeps_one_iteration_per_nmu_and_one_more_in_flight():
     assert set(long_loop.findall(compile_onnx(model, device="npm_mid").nem)) == {"2"}
 
 
-def test_a_dma_bound_short_tile_loop_keeps_two_iterations_in_flight():
+def test_a_dma_bound_short_tile_loop_keeps_two_iterations_in_flight(monkeypatch):
     """ShuffleNet's 3x3 depthwise convolution of 272 channels at 14x14 (n72's
-    shape): each engine's tile loop has at most 4 trips, but its copies
-    (about 67 KB a tile) take far longer than its 34,272 multiply-adds, so
-    it keeps two iterations in flight: all of them gained it nothing and
-    took the live tokens the copies of the layers beside it split with
-    (ShuffleNet 322,687 -> 327,252 cycles, D-COMPILE-TILE-TIME session 37)."""
+    shape) split along its rows, as it was before its channel parts of one
+    tile won (D-COMPILE-ENGINES, session 57): each engine's tile loop has
+    at most 4 trips, but its copies (about 67 KB a tile) take far longer
+    than its 34,272 multiply-adds, so it keeps two iterations in flight:
+    all of them gained it nothing and took the live tokens the copies of
+    the layers beside it split with (ShuffleNet 322,687 -> 327,252 cycles,
+    D-COMPILE-TILE-TIME session 37)."""
     from compile_runs import graph_model
     from onnx import helper, numpy_helper
 
-    from nem.compile import compile_onnx
+    from nem.compile import compile_onnx, engines
+
+    chosen = engines.choose_split
+
+    def by_spans(band, n, preloaded, clock, whole=0, per_mac=0.0, sizes=None, fits=None):
+        return chosen(band, n, preloaded, clock, whole, per_mac, sizes)  # no part of one tile
+
+    monkeypatch.setattr(engines, "choose_split", by_spans)
 
     rng = np.random.default_rng(0)
     w = rng.uniform(-0.1, 0.1, (272, 1, 3, 3)).astype(np.float32)
@@ -653,3 +662,35 @@ def test_a_dma_bound_short_tile_loop_keeps_two_iterations_in_flight():
     nem = compile_onnx(model, device="npm_pro_x1").nem
     assert "@max_in_flight(2)" in nem
     assert "@max_in_flight(3)" not in nem and "@max_in_flight(4)" not in nem
+
+
+def test_a_weight_heavy_f16_conv_splits_its_output_channels_in_tile_loops():
+    """An f16 3x3 convolution 256 -> 256 at 7x7 (a ResNet block's, 1.18 MB
+    of weights beside a 25 KB input; an outside user's m09): split along
+    its 7 output rows, each engine loaded all the weights, 4.8 MB a layer,
+    and 4 engines ran it barely faster than one (22,204 against 24,575
+    cycles for two of them).  The channel parts, whose one tile each the
+    estimate prefers (`tile_cost.part_cycles`), were dropped because the
+    row parts are tiled (two tiles in flight); their own tile loops now jam
+    by elements (D-NEM-JAM-ENGINES), so the estimate decides
+    (D-COMPILE-ENGINES, session 57): each weight loaded once, the output
+    within tolerance of onnxruntime, race-free under random schedules, in
+    under half the cycles of one engine."""
+    from compile_runs import dma_bytes, run_api, timed_cycles, typed_model
+    from onnx import TensorProto, helper, numpy_helper
+
+    from nem.compile import compile_onnx
+
+    w = np.random.default_rng(0).uniform(-0.1, 0.1, (256, 256, 3, 3)).astype(np.float16)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1] * 4)
+    model = typed_model(
+        [node],
+        [("x", TensorProto.FLOAT16, [1, 256, 7, 7])],
+        [("y", TensorProto.FLOAT16, [1, 256, 7, 7])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    run_api(model)
+    new = compile_onnx(model, device="npm_pro_x1")
+    assert dma_bytes(new.nem) < 1.5 * w.nbytes  # each weight loaded once, not per engine
+    one = compile_onnx(model, device="npm_pro_x1", engines=1)
+    assert timed_cycles(new.nem) < 0.5 * timed_cycles(one.nem)

@@ -39,11 +39,12 @@ conflict is decided on byte spans, D-HAZ-ACCESS):
   channel split of an NHWC output), the nest is a contraction reading
   weights the split loop indexes (a convolution's, a matmul's; not a
   pooling's input) and, on the transform route, a part fits L1 as one
-  tile: each part is then one tile,
-  so no loop of a part is ordered against another's (D-NEM-JAM-ENGINES
-  orders loops by byte hulls), and the parts run at the same time
-  (`Split.whole`; `transform` takes it where the split the spans allow
-  leaves its parts one tile too and `tile_time` estimates it slower), if
+  tile: each part is then one tile, or on the transform route its
+  channel cut (`tile_cost.channel_cut`), whose tile loops jam with the
+  other parts' by their elements (D-NEM-JAM-ENGINES, session 57), and
+  the parts run at the same time (`Split.whole`; `transform` takes it
+  where the split the spans allow is no partial-sum split and
+  `tile_time` estimates it slower, tiled or not: session 57), if
   they move fewer bytes than the best tiled split (they save weights, not
   MACs; session 29), and whatever the estimate when each part of the
   chosen split moves `WHOLE_SAVES` times their bytes or more, weights
@@ -149,10 +150,11 @@ class Split:
     one after the other."""
     whole: bool = False
     """The parts write disjoint elements whose byte spans interleave (an
-    output-channel split of a row-major output): each part is then one tile
-    (no tile loop), so that the parts run at the same time; a loop's
-    iterations would be ordered against the other parts' by their byte hulls
-    (D-NEM-JAM-ENGINES), which interleave."""
+    output-channel split of a row-major output), each part fitting L1 as
+    one tile: planned as one tile (`transform` may cut it along its output
+    channels, `tile_cost.channel_cut`); the parts' tile loops jam by their
+    elements, not their byte hulls, so the parts run at the same time
+    (D-NEM-JAM-ENGINES, session 57)."""
 
 
 def _strides(t: ir.MemRefType) -> tuple[list[int], int] | None:

@@ -196,7 +196,8 @@ def _plan_ops(
         whole = turn % engines if pin is None else pin
         most, before = engines if pin is None else 1, clock
         sized = tiling.sizer(band, options, own, dmas)
-        # tuned sizes (`given`) tile every part: no part of one tile
+        # tuned or the user's sizes (`given`, `--tile-sizes`) tile every
+        # part: no part of one tile
         split, clock = choose_split(
             band,
             most,
@@ -205,16 +206,16 @@ def _plan_ops(
             whole,
             per_mac,
             sized,
-            None if given else lambda s: tiling.fits(band, s, own),
+            None if given or options.tile_sizes else lambda s: tiling.fits(band, s, own),
         )
         parts = _parts(band, split)
         if split is not None and split.whole:
             sizes = part_sizes(band, split.loop, split.chunk)
             # parts of one tile each only where the split the byte spans
             # allow is no reduction split with partial sums (those stand,
-            # D-COMPILE-TRANSFORM-PARTIALS, session 28), leaves its
-            # parts one tile too (it loses no tile loop's two tiles in
-            # flight) and `tile_time` estimates it slower
+            # D-COMPILE-TRANSFORM-PARTIALS, session 28) and `tile_time`
+            # estimates it slower, tiled or not: the channel parts' loops
+            # jam by their elements (D-COMPILE-ENGINES, session 57)
             other, other_clock = choose_split(band, most, preloaded, before, whole, per_mac, sized)
             other_parts = _parts(band, other)
             other_sizes = sized(other_parts)
@@ -223,9 +224,6 @@ def _plan_ops(
             if (
                 other is None
                 or other.partials is not None
-                or any(
-                    s < x for s, x in zip(other_sizes, part_sizes(band, other.loop, other.chunk))
-                )
                 or mine is None
                 or theirs is None
                 or mine >= theirs
@@ -237,12 +235,13 @@ def _plan_ops(
             op.name.startswith("linalg.conv")
             and not given
             and not options.tile_sizes
-            and (split is None or not (split.whole or split.partials is not None))
+            and (split is None or split.partials is None)
         ):
             # one-tile parts of a convolution cut along their output channels
-            # (session 45; not the user's sizes, not a channel part or
-            # partial sums, not a matmul: the samples' small ones, ff2's
-            # 32 x 16 weights, would be cut into tiles of a few hundred bytes)
+            # (session 45; not the user's sizes or partial sums, not a
+            # matmul: the samples' small ones, ff2's 32 x 16 weights, would
+            # be cut into tiles of a few hundred bytes; channel parts too
+            # since their loops jam by elements, session 57)
             whole_sizes = list(sizes)
             sizes = tile_cost.channel_cut(
                 band, sizes, parts, own, dmas, device.units("NMU"), steps.get(len(out), 0)
