@@ -5,6 +5,7 @@ nemb`, `.nemb` input by extension and by magic number, `--dump-nemb`,
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -149,6 +150,9 @@ def test_embedded_weights_are_the_initial_contents(tmp_path):
     assert again.read_bytes() == out.read_bytes()
     text = tool("opt", str(out), "-t", "nem")
     assert b"1 embedded data segment(s) not written" in text.stderr
+    # checking alone (`-o /dev/null`): nothing written, no remark (an outside user, session 56)
+    checked = tool("opt", str(out), "-p", "nem-verify", "-o", os.devnull)
+    assert b"not written" not in checked.stderr
     # the dump's Data section holds the segment's 256 bytes (it said 4: its
     # vector of one table, not what the table holds)
     dump = tool("opt", str(out), "--dump-nemb").stdout.decode()

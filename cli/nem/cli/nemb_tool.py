@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -256,7 +257,8 @@ def _emit(
     a = main.args
     target = a.target if a.target != "same-as-input" else "nem"
     if target != "nemb":
-        if data:
+        # nothing is written to /dev/null (`-p nem-verify -o /dev/null`): no remark
+        if data and a.output_file != os.devnull:
             print(
                 f"{file}: remark: {len(data)} embedded data segment(s) not written: "
                 f"-t {target} has no initial contents (use -t nemb to keep them)",
