@@ -53,6 +53,12 @@ conflict is decided on byte spans, D-HAZ-ACCESS):
   activation traffic, calls them preloaded, while in a DMA-bound stretch
   they take the DMAs the earlier nests need (session 33: DenseNet-121's
   3x3 128 -> 32 convolutions at 7x7, 147 KB of weights per engine);
+  on the transform route such parts that do not fit as one tile are
+  offered tiled (their loops jam by elements), taken only where a part
+  moves fewer bytes than the best split of parts not apart (session 57:
+  a 3x3 512 -> 508 at 14x14 streamed all its 4.68 MB of weights into
+  every engine; SqueezeNet's first convolution, 3 input channels, would
+  load its whole input on every engine);
 * a contraction's part reads at least what its tiles stream into L1
   with the tiling's sizes for it (`_streamed`, session 28): weights whose
   copy stays inside a tile loop are read once per trip of it.
@@ -346,8 +352,8 @@ def choose_split(
     spans_whole = _streamed(spans_whole, band, tiled, None)
     unsplit = max(_finish(spans_whole, preloaded, clock.busy[whole], ready, 1), computed(1.0))
     # (estimate, bytes moved, the split, when its engines' weights are in,
-    # the bytes a part's DMAs move)
-    chosen: list[tuple[int, int, Split, int, int]] = []
+    # the bytes a part's DMAs move, whether its parts write apart)
+    chosen: list[tuple[int, int, Split, int, int, bool]] = []
     for d, (iv, lo, ext) in enumerate(zip(ivs, lows, band.extents)):
         if ext < 2 or engines < 2:
             continue
@@ -364,14 +370,14 @@ def choose_split(
             for m, (a1, b1, _, w1, _) in first.items()
             for a2, b2, _, _, _ in [second[m]]
         )
-        one_tile = (
+        apart = (
             overlap
             and fits is not None
             and _contraction(band, full, iv)
             and _apart(band, {**full, iv: (lo, lo + chunk - 1)}, second_ranges)
-            and fits(part_sizes(band, d, chunk))
         )
-        overlap = overlap and not one_tile
+        one_tile = apart and fits(part_sizes(band, d, chunk))
+        overlap = overlap and not apart
         if not one_tile:  # a part of one tile reads each operand once
             lengths = {d: sorted({chunk, ext - (parts - 1) * chunk})}
             first = _streamed(first, band, tiled, lengths)
@@ -389,7 +395,7 @@ def choose_split(
         if estimate - ready < MIN_GAIN * (unsplit - ready):
             split = Split(d, parts, chunk, estimate, unsplit, target, one_tile)
             weighed = max(clock.busy[:parts]) + _preloads(first, preloaded)
-            chosen.append((estimate, moved, split, weighed, _traffic(first)))
+            chosen.append((estimate, moved, split, weighed, _traffic(first), apart))
     best = min(chosen, key=lambda c: c[0], default=None)
     spread = min((c for c in chosen if not c[2].whole), key=lambda c: c[0], default=None)
     if best is not None and best[2].whole and spread is not None and best[1] >= spread[1]:
@@ -400,6 +406,10 @@ def choose_split(
         # rows as 7, 7, 7, 6 against 128 channels as 4 x 32, ran slower as
         # channel parts of one tile: 174,874 -> 181,010 cycles)
         best = spread
+    near = min((c for c in chosen if not c[5]), key=lambda c: c[0], default=None)
+    if best is not None and best[5] and not best[2].whole and near is not None:
+        if best[4] >= near[4]:
+            best = near
     light = min((c for c in chosen if c[2].whole), key=lambda c: (c[4], c[0]), default=None)
     if best is not None and light is not None and light[4] * WHOLE_SAVES <= best[4]:
         # the estimate lets every part's weights stream in before the
