@@ -136,7 +136,9 @@ def test_an_l1_share_is_searched_chosen_and_keeps_the_outputs_bit_identical():
     """SqueezeNet's conv10 (n62: 13x13 pixels, 512 to 1000 channels): its
     tiles planned for a smaller share of L1 run in fewer cycles alone than
     the untuned ones (0.81 of it, 0.9 since the tile loops' convolutions
-    run over both NMUs, session 48: 33,893 cycles against 33,945); the
+    run over both NMUs, session 48: 33,893 cycles against 33,945; split
+    along its output channels in tiles since session 57, 0.9 tiles it as
+    the untuned share does and is not offered); the
     search offers the shares that tile it otherwise, keeps the fastest, and
     the model compiled with it gives the untuned output's bits under random
     schedules."""
@@ -152,7 +154,7 @@ def test_an_l1_share_is_searched_chosen_and_keeps_the_outputs_bit_identical():
     driver = Driver(options)
     key, text, _ = next(p for p in op_programs(model, options, driver.device) if "conv_2d" in p[0])
     space = space_of(text, driver.device, options, driver.engines)
-    assert space is not None and space.shares == [0.9, 0.81, 0.5]
+    assert space is not None and space.shares == [0.81, 0.5]
     best, cycles, tried = search_op(text, space, options, timed_score, 1, 0, FAR)
     timed = {c: n for c, n in tried.items() if n is not None}
     assert best == min(timed, key=lambda c: timed[c]) and best.share in space.shares, tried

@@ -376,7 +376,7 @@ def choose_split(
             and _contraction(band, full, iv)
             and _apart(band, {**full, iv: (lo, lo + chunk - 1)}, second_ranges)
         )
-        one_tile = apart and fits(part_sizes(band, d, chunk))
+        one_tile = apart and fits is not None and fits(part_sizes(band, d, chunk))
         overlap = overlap and not apart
         if not one_tile:  # a part of one tile reads each operand once
             lengths = {d: sorted({chunk, ext - (parts - 1) * chunk})}
