@@ -414,6 +414,21 @@ def test_a_small_conv_keeps_one_tile_per_part_bit_identical_and_faster(monkeypat
     assert timed_cycles(new.nem) < 0.95 * timed_cycles(old.nem)
 
 
+def _by_spans(monkeypatch) -> None:
+    """`choose_split` without `fits`: the split the byte spans allow (no
+    parts whose written elements are apart, of one tile or tiled; e29eb370's
+    rule), what a test compares the channel parts with or keeps a row split
+    it was measured on."""
+    from nem.compile import engines
+
+    chosen = engines.choose_split
+
+    def by_spans(band, n, preloaded, clock, whole=0, per_mac=0.0, sizes=None, fits=None):
+        return chosen(band, n, preloaded, clock, whole, per_mac, sizes)
+
+    monkeypatch.setattr(engines, "choose_split", by_spans)
+
+
 def _loaded(nem: str, buffer: str) -> int:
     """The f32 elements the program's transfers copy out of the buffers
     named by the regular expression `buffer` (a layer's weights)."""
@@ -434,17 +449,11 @@ def test_an_expand_conv_splits_its_output_channels_one_tile_per_engine(monkeypat
     `nem-verify` clean, fewer timed cycles (9,268 -> 6,556 when written)."""
     from compile_runs import conv3x3_model, only_output, timed_cycles
 
-    from nem.compile import compile_onnx, engines
+    from nem.compile import compile_onnx
 
     model = conv3x3_model(13, 48, 192)
     new = compile_onnx(model, device="npm_pro_x1")
-    chosen = engines.choose_split
-
-    def by_spans(band, n, preloaded, clock, whole=0, per_mac=0.0, sizes=None, fits=None):
-        # no budget: the spans decide (e29eb370)
-        return chosen(band, n, preloaded, clock, whole, per_mac, sizes)
-
-    monkeypatch.setattr(engines, "choose_split", by_spans)
+    _by_spans(monkeypatch)
     old = compile_onnx(model, device="npm_pro_x1")
 
     assert _loaded(new.nem, r"w\w*") == 3 * 3 * 48 * 192  # each weight loaded once
@@ -515,18 +524,12 @@ def test_a_max_pool_keeps_its_row_split(monkeypatch):
     from compile_runs import graph_model, timed_cycles
     from onnx import helper
 
-    from nem.compile import compile_onnx, engines
+    from nem.compile import compile_onnx
 
     pool = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1] * 4)
     model = graph_model([pool], [1, 192, 27, 27])
     new = compile_onnx(model, device="npm_pro_x1")
-    chosen = engines.choose_split
-
-    def by_spans(band, n, preloaded, clock, whole=0, per_mac=0.0, sizes=None, fits=None):
-        # no budget: the spans decide
-        return chosen(band, n, preloaded, clock, whole, per_mac, sizes)
-
-    monkeypatch.setattr(engines, "choose_split", by_spans)
+    _by_spans(monkeypatch)
     spans = compile_onnx(model, device="npm_pro_x1")
     assert timed_cycles(new.nem) <= timed_cycles(spans.nem)
 
@@ -621,14 +624,9 @@ def test_a_long_tile_loop_keeps_one_iteration_per_nmu_and_one_more_in_flight(mon
     from compile_runs import graph_model
     from onnx import helper, numpy_helper
 
-    from nem.compile import compile_onnx, engines
+    from nem.compile import compile_onnx
 
-    chosen = engines.choose_split
-
-    def by_spans(band, n, preloaded, clock, whole=0, per_mac=0.0, sizes=None, fits=None):
-        return chosen(band, n, preloaded, clock, whole, per_mac, sizes)  # no parts apart
-
-    monkeypatch.setattr(engines, "choose_split", by_spans)
+    _by_spans(monkeypatch)
 
     w = np.random.default_rng(0).uniform(-0.1, 0.1, (160, 160, 3, 3)).astype(np.float32)
     conv = helper.make_node(
@@ -652,14 +650,9 @@ def test_a_dma_bound_short_tile_loop_keeps_two_iterations_in_flight(monkeypatch)
     from compile_runs import graph_model
     from onnx import helper, numpy_helper
 
-    from nem.compile import compile_onnx, engines
+    from nem.compile import compile_onnx
 
-    chosen = engines.choose_split
-
-    def by_spans(band, n, preloaded, clock, whole=0, per_mac=0.0, sizes=None, fits=None):
-        return chosen(band, n, preloaded, clock, whole, per_mac, sizes)  # no part of one tile
-
-    monkeypatch.setattr(engines, "choose_split", by_spans)
+    _by_spans(monkeypatch)
 
     rng = np.random.default_rng(0)
     w = rng.uniform(-0.1, 0.1, (272, 1, 3, 3)).astype(np.float32)
@@ -717,7 +710,7 @@ def test_weight_heavy_channel_parts_too_large_for_one_tile_are_tiled(monkeypatch
     from compile_runs import dma_bytes, run_api, timed_cycles, typed_model
     from onnx import TensorProto, helper, numpy_helper
 
-    from nem.compile import compile_onnx, engines
+    from nem.compile import compile_onnx
 
     w = np.random.default_rng(0).uniform(-0.02, 0.02, (508, 512, 3, 3)).astype(np.float16)
     node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1] * 4, strides=[2, 2])
@@ -729,12 +722,7 @@ def test_weight_heavy_channel_parts_too_large_for_one_tile_are_tiled(monkeypatch
     )
     run_api(model)
     new = compile_onnx(model, device="npm_pro_x1").nem
-    chosen = engines.choose_split
-
-    def by_spans(band, n, preloaded, clock, whole=0, per_mac=0.0, sizes=None, fits=None):
-        return chosen(band, n, preloaded, clock, whole, per_mac, sizes)  # no parts apart
-
-    monkeypatch.setattr(engines, "choose_split", by_spans)
+    _by_spans(monkeypatch)
     old = compile_onnx(model, device="npm_pro_x1").nem
     assert dma_bytes(new) < 0.5 * dma_bytes(old)
     assert timed_cycles(new) < 0.6 * timed_cycles(old)

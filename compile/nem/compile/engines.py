@@ -407,9 +407,13 @@ def choose_split(
         # channel parts of one tile: 174,874 -> 181,010 cycles)
         best = spread
     near = min((c for c in chosen if not c[5]), key=lambda c: c[0], default=None)
-    if best is not None and best[5] and not best[2].whole and near is not None:
-        if best[4] >= near[4]:
-            best = near
+    if best is not None and best[5] and not best[2].whole and near and best[4] >= near[4]:
+        # tiled parts apart only where a part moves fewer bytes than the
+        # best split of parts not apart (session 57: SqueezeNet's first
+        # convolution, 3 input channels, loaded its whole input on every
+        # engine; the estimate's finish time in place of the bytes lost
+        # Inception v2's and ResNet-50's gains)
+        best = near
     light = min((c for c in chosen if c[2].whole), key=lambda c: (c[4], c[0]), default=None)
     if best is not None and light is not None and light[4] * WHOLE_SAVES <= best[4]:
         # the estimate lets every part's weights stream in before the

@@ -142,3 +142,24 @@ def touching(pattern: ElementPattern, byte: isl.PwAff, offset: isl.PwAff) -> isl
     space of `byte` and `offset`)."""
     rel = isl.PwMultiAff.from_pw_aff(byte - offset)
     return pattern.relative.preimage_pw_multi_aff(rel)
+
+
+def box_bytes(
+    pattern: ElementPattern | None, extent: int, c: int, terms: tuple[tuple[int, int, int], ...]
+) -> isl.Set:
+    """The bytes an access touches over a box of its loops' variables: its
+    offset `c + sum(a * x)`, each `(a, lo, hi)` of `terms` a coefficient
+    and its variable's inclusive bounds, and from each offset the bytes of
+    `[offset, offset + extent)` its elements touch (`pattern`, as `touching`
+    says for the hazard analysis; None: all of them).  A 1-d set, the
+    variables projected out (`nem-jam-engine-loops` compares two)."""
+    xs = [f"x{i}" for i in range(len(terms))]
+    dims = ", ".join(["r", *xs])
+    at = " + ".join([str(c), *(f"{a} * {x}" for x, (a, _, _) in zip(xs, terms))])
+    box = " and ".join([f"{lo} <= {x} <= {hi}" for x, (_, lo, hi) in zip(xs, terms)] or ["1 = 1"])
+    hit = isl.Set(f"{{ [{dims}] : {box} and 0 <= r - ({at}) < {extent} }}")
+    if pattern is not None:
+        offset = isl.PwAff(f"{{ [{dims}] -> [({at})] }}")
+        byte = isl.PwAff(f"{{ [{dims}] -> [(r)] }}")
+        hit = hit & touching(pattern, byte, offset)
+    return hit.project_out(isl.dim_type.set, 1, len(xs))

@@ -26,7 +26,8 @@ terms in those loops' variables are kept apart and two hulls with the same
 terms are compared without them (the engine parts' tile loops inside a
 jammed loop jam too).  Two such hulls that meet are then compared on the
 bytes their accesses touch (`Placed`: each offset over its loops' box plus
-its elements, D-HAZ-ELEMENTS; isl decides whether the sets meet): engine
+its elements, D-HAZ-ELEMENTS, `element_access.box_bytes`; isl decides
+whether the sets meet): engine
 parts along an NHWC output's channels write interleaved byte intervals but
 disjoint elements.  An access it cannot bound keeps its statement where
 it is.  Further, A and B:
@@ -98,7 +99,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from nem.analysis.element_access import ElementPattern, element_pattern
+from nem.analysis.element_access import ElementPattern, box_bytes, element_pattern
 from nem.analysis.happens_before import enclosing_loops, region_parts, task_operands
 from nem.analysis.ir_walk import walk_ops
 from nem.dialect.attributes import RegionType, SeqEngineAttr
@@ -140,16 +141,7 @@ class Placed:
 
     @cached_property
     def bytes(self) -> isl.Set:
-        xs = [f"x{i}" for i in range(len(self.terms))]
-        at = " + ".join([str(self.c), *(f"{a} * {x}" for x, (a, _, _) in zip(xs, self.terms))])
-        box = [f"{lo} <= {x} <= {hi}" for x, (_, lo, hi) in zip(xs, self.terms)]
-        starts = isl.Set(
-            f"{{ [o] : exists ({', '.join(xs) or 'unused'} : "
-            f"{' and '.join([*box, f'o = {at}'])}) }}"
-        )
-        within = isl.Set(f"{{ [r] : 0 <= r < {self.size} }}")
-        each = within if self.pattern is None else self.pattern.relative.intersect(within)
-        return starts.sum(each)
+        return box_bytes(self.pattern, self.size, self.c, self.terms)
 
 
 PATTERNS = 4096
