@@ -9,6 +9,7 @@ earlier split)."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 
@@ -397,6 +398,59 @@ def retire_crowded(
             and not holds(op, first, last)
         ):
             held.setdefault(first, []).append(op.result)
+    return _retire_before(live, held)
+
+
+def retire_across_short(
+    live: BlockLiveness,
+    below: int,
+    short: Sequence[tuple[TransferOp, tuple[int, int]]],
+    at_limit: Callable[[int, int], bool],
+    holds: Callable[[TransferOp, int, int], bool],
+) -> bool:
+    """After the block's tokens are shared out: wait, right before a copy
+    the split left short of its plan (`short`: with its live interval,
+    issued at its first statement) that moves `below` bytes or more (not
+    another border strip), for the transfers under `below` bytes with
+    deps issued before it and first consumed after it, where the tokens
+    reach the limit in its interval (`at_limit`) and the wait holds back
+    no copy issued from it to their first consumer (`holds`, `stalls`);
+    and drop them from their consumers.  `retire_crowded` waits at a
+    small transfer's first consumer, which leaves it live across the copy
+    where that consumer is the wait before the loop that reads them all
+    (`retire_held`): Inception v2's n51 (3x3 64 -> 96 at 28x28) holds
+    16 border strips (a fill chain's copies, done in tens of cycles), its
+    four engines' input loads, biases, scale broadcasts and weights to the
+    wait before its tile loop, 32 tokens of 32, and engine 3's 221 KB of
+    weights ran whole on one DMA for 6,916 cycles (session 58).  Each
+    transfer is waited for before the first short copy after it, once."""
+    block = live.ops[0].parent_block() if live.ops else None
+    starts = sorted(span for op, span in short if moved_bytes(op) >= below)
+    if not starts or block is None:
+        return False
+    issued = [first for first, _ in starts]
+    sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
+    idx = {op: k for k, op in enumerate(live.ops)}
+    held: dict[int, list[SSAValue]] = {}
+    for op, (k, _) in live.intervals.items():
+        if (
+            type(op) is not TransferOp
+            or op in sliced
+            or op.is_sync
+            or not op.dep_values()
+            or moved_bytes(op) >= below
+        ):
+            continue
+        users = (ancestor_in(u.operation, block) for u in op.result.uses)
+        first_use = min(
+            (idx[a] for a in users if a is not None and a in idx), default=len(live.ops)
+        )
+        j = bisect_right(issued, k)
+        if j == len(starts):
+            continue
+        w, w_last = starts[j]
+        if w < first_use and at_limit(w, w_last) and not holds(op, w - 1, first_use):
+            held.setdefault(w, []).append(op.result)
     return _retire_before(live, held)
 
 

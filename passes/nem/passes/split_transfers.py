@@ -89,7 +89,9 @@ copies then ran whole); and after the sharing there, a store it left
 whole is waited for where the static estimate has it done, dropped from
 its consumers after the wait, and the block shared again (`retire_done`,
 session 44: a store into a concatenation a later block reads, held across
-the block).  Slices are not split again (`split_already`), and
+the block); before that, the small transfers first consumed after a copy
+the sharing left short, right before that copy (`retire_across_short`,
+session 58: border strips held to the wait before a tile loop).  Slices are not split again (`split_already`), and
 `retire_shared` asks the counts before the split (`unsplit_counts`) and
 takes no wait the retire rules added for a stretch of the stream
 (`stops_stream`): run on its own output, the pass changes nothing on the
@@ -146,6 +148,7 @@ from nem.passes.split_retire import (
     join_held,
     join_named,
     moved_bytes,
+    retire_across_short,
     retire_crowded,
     retire_done,
     retire_held,
@@ -451,6 +454,21 @@ class Choice:
             [span for (_, span, plan), k in zip(found, slices) if k == 1 < len(plan.parts)],
             lambda first, last: tree.max(first, last) >= budget,
             self._stalls(live),
+        ):
+            live, found, counts, tree, slices = reshare()
+        # the small transfers live across a copy left short, whose first
+        # consumer comes after it (session 58; the program's own block: a
+        # wait in a loop body holds the next iteration's copies)
+        if (
+            budget is not None
+            and isinstance(program, ProgramOp)
+            and retire_across_short(
+                live,
+                min(self.retire_below, self.min_piece),
+                [(op, span) for (op, span, plan), k in zip(found, slices) if k < len(plan.parts)],
+                lambda first, last: tree.max(first, last) >= budget,
+                self._stalls(live),
+            )
         ):
             live, found, counts, tree, slices = reshare()
         # the copies left whole whose tokens a wait can retire once they are done
