@@ -412,7 +412,9 @@ def retire_across_short(
     the split left short of its plan (`short`: with its live interval,
     issued at its first statement) that moves `below` bytes or more (not
     another border strip), for the transfers under `below` bytes with
-    deps issued before it and first consumed after it, where the tokens
+    deps issued before it and first consumed after it, each of whose
+    producers has no deps of its own (a fill chain's copy: a border strip
+    zeroed in scratch runs as soon as its engine's units are free), where the tokens
     reach the limit in its interval (`at_limit`) and the wait holds back
     no copy issued from it to their first consumer (`holds`, `stalls`);
     and drop them from their consumers.  `retire_crowded` waits at a
@@ -439,6 +441,9 @@ def retire_across_short(
             or op.is_sync
             or not op.dep_values()
             or moved_bytes(op) >= below
+            or not all(
+                isinstance(d.owner, TaskOp) and not d.owner.dep_values() for d in op.dep_values()
+            )
         ):
             continue
         users = (ancestor_in(u.operation, block) for u in op.result.uses)
