@@ -302,3 +302,59 @@ def test_channel_parts_whose_spans_interleave_jam_by_their_elements():
     top = [op for op in prog.block.ops if isinstance(op, LoopOp)]
     tasks = [{o.token_name() for o in lp.block.ops if hasattr(o, "token_name")} for lp in top]
     assert not any({"la", "lb"} <= t for t in tasks), tasks
+
+
+def _lone(at: int) -> str:
+    """Engine 3's part of one tile, straight-line code: rows `at` and
+    `at + 1` of X through engine 3's L1 into V."""
+    o, one = at * 1024, "elem=f32, shape=[512], layout=C"
+    return (
+        f"ld = transfer.async(dst=region(b3, 0, 2048) {one}, src=region(X, {o}, 2048) {one})\n"
+        f"rd = relu.async in region(b3, 0, 2048) {one} out region(b3, 0, 2048) {one}\n"
+        f"sd = transfer.async(dst=region(V, {o}, 2048) {one}, src=region(b3, 0, 2048) {one})\n"
+    )
+
+
+def _lone_after(at: int) -> str:
+    return (
+        'device "npm_pro_x1.nem"\n\nprogram parts:\n\n'
+        "buffer X : DDR (size=65536, align=64)\nbuffer V : DDR (size=65536, align=64)\n"
+        + "".join(f"buffer b{k} : L1[{k}] (size=2048, align=64)\n" for k in range(4))
+        + "\n"
+        + "".join(_part(n, k, 1, 2 * k) for k, n in enumerate("abc"))
+        + _lone(at)
+    )
+
+
+def test_a_lone_part_after_the_others_loop_moves_before_it(monkeypatch):
+    """Rows of V over 4 engines, 2, 2, 2 and the last part's 2 in one tile:
+    the three loops jam, and engine 3's straight-line part, which the
+    stream issued once the jammed loop's iterations had all ended (its
+    stores waited for in each), moves before the loop and runs beside it
+    (DenseNet-121's elementwise chains, 14 rows as 4, 4, 4, 2, session 58):
+    the same bits as without the jam under random schedules, race-free,
+    and fewer timed cycles than left after it.  A part writing a row the
+    loop writes (rows 5 and 6) keeps its store after it (its load and Relu,
+    which touch nothing the loop touches, go before), the same bits."""
+    from compile_runs import timed_cycles
+
+    from nem.passes import jam_engine_loops
+
+    moved = _ordered(_lone_after(6), jam=True)
+    assert moved.index("ld = transfer.async") < moved.index("loop ")
+    want = _short_outputs(_ordered(_lone_after(6), jam=False), None)
+    for seed in (None, 1, 2, 3):
+        got = _short_outputs(moved, seed)
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    with monkeypatch.context() as m:
+        m.setattr(jam_engine_loops.LonePartsFirst, "match_and_rewrite", lambda *args: None)
+        after = _ordered(_lone_after(6), jam=True)
+    assert after.index("ld = transfer.async") > after.index("endloop")
+    assert timed_cycles(moved) < 0.9 * timed_cycles(after)
+    meeting = _ordered(_lone_after(5), jam=True)
+    assert meeting.index("ld = transfer.async") < meeting.index("loop ")
+    assert meeting.index("sd = transfer.async") > meeting.index("endloop")
+    want = _short_outputs(_ordered(_lone_after(5), jam=False), None)
+    for seed in (None, 1, 2):
+        got = _short_outputs(meeting, seed)
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8))

@@ -72,6 +72,12 @@ decorators, other engines and no name in common, and B touches nothing A
 and the statements between write, writes nothing they touch and uses no
 value defined from A on (the same conditions, moved the other way).
 
+After the jams, the statements right after a loop of the program's block
+that run on other engines and conflict with nothing it touches move before
+it (`LonePartsFirst`): an engine part of one tile after the jammed loop of
+the others (a nest's shorter last part) was issued only once the loop's
+iterations had ended, and ran after them.
+
 Cost: each loop looks back once to the previous loop of its block, over the
 statements between, and for `_hoist` to the last statement on one of its
 engines (the other engines' parts of its nest); a statement's footprint is
@@ -88,6 +94,7 @@ from functools import cached_property
 
 import islpy as isl
 from xdsl.context import Context
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -607,6 +614,55 @@ class JamEngineLoops(RewritePattern):
         return not any(a.conflicts(self.fps.of(s)) for s in (*between, b_loop))
 
 
+class LonePartsFirst(RewritePattern):
+    """The statements right after a loop that run on other engines than
+    its own and conflict with nothing it touches (an engine part of one
+    tile after the jammed loop of the others: a nest's last part, shorter)
+    move before the loop.  The program is one stream: the statement after a
+    loop is issued once every iteration's stream has reached its end
+    (D-RT-STREAM), which a loop body's last `wait` (its stores, D-LOW-DEPS)
+    holds until they are done; so the lone part started when the other
+    engines' parts had finished.  DenseNet-121's elementwise chains before
+    its 1x1 convolutions (BatchNorm, Mul, Add, Relu of the concatenation)
+    split 14 rows 4, 4, 4, 2: engine 3's 2 rows, one tile, ran after
+    engines 0-2's loop, about 2,000 cycles, and the next convolution's
+    weights on engine 3 after them (session 58).  Moved before the loop,
+    the part is issued first and runs beside it.  The statements taken,
+    in order, up to the first other one: tasks the pass may move
+    (`Footprint.movable`) on engines (their L1 regions) the loop does not
+    use, declaring no name the loop declares and conflicting with nothing
+    it touches (`Footprint.conflicts`: no conflicting access pair changes
+    order, the results are the same), and the regions (`let`) and index
+    constants among them (definitions, which may come earlier)."""
+
+    def __init__(self, footprints: Footprints):
+        self.fps = footprints
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: LoopOp, rewriter: PatternRewriter) -> None:
+        if not isinstance(op.parent_op(), ProgramOp):
+            return
+        fl = self.fps.of(op)
+        if not fl.engines or not fl.movable:
+            return
+        run: list[Operation] = []
+        nxt = op.next_op
+        while isinstance(nxt, TaskOp | RegionOp | arith.ConstantOp):
+            if isinstance(nxt, TaskOp):
+                fs = self.fps.of(nxt)
+                if not fs.engines or fs.engines & fl.engines or fs.names & fl.names:
+                    break
+                if fs.conflicts(fl):
+                    break
+            run.append(nxt)
+            nxt = nxt.next_op
+        while run and not isinstance(run[-1], TaskOp):
+            run.pop()  # regions no moved task uses stay
+        for s in run:
+            s.detach()  # type: ignore[no-untyped-call]  # not annotated in xDSL 0.74
+            rewriter.insert(s, InsertPoint.before(op))
+
+
 @dataclass(frozen=True)
 class JamEngineLoopsPass(ModulePass):
     """Jam sibling loops that run on different engines into one loop (D-NEM-JAM-ENGINES).
@@ -619,5 +675,9 @@ class JamEngineLoopsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for prog in list(programs(op)):
             assert isinstance(prog, ProgramOp)
-            walker = PatternRewriteWalker(JamEngineLoops(Footprints(), Names(prog)))
+            fps = Footprints()
+            walker = PatternRewriteWalker(JamEngineLoops(fps, Names(prog)))
             walker.rewrite_region(prog.body)
+            PatternRewriteWalker(LonePartsFirst(fps), apply_recursively=False).rewrite_region(
+                prog.body
+            )

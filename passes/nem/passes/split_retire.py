@@ -414,10 +414,12 @@ def retire_across_short(
     another border strip), for the transfers under `below` bytes with
     deps issued before it and first consumed after it, each of whose
     producers has no deps of its own (a fill chain's copy: a border strip
-    zeroed in scratch runs as soon as its engine's units are free), where the tokens
-    reach the limit in its interval (`at_limit`) and the wait holds back
-    no copy issued from it to their first consumer (`holds`, `stalls`);
-    and drop them from their consumers.  `retire_crowded` waits at a
+    zeroed in scratch runs as soon as its engine's units are free; a
+    store of a computed tile held back the next parts' loads and
+    convolutions, which `stalls` does not see), where the tokens reach
+    the limit in its interval (`at_limit`) and the wait holds back no
+    copy issued from it to their first consumer (`holds`, `stalls`); and
+    drop them from their consumers.  `retire_crowded` waits at a
     small transfer's first consumer, which leaves it live across the copy
     where that consumer is the wait before the loop that reads them all
     (`retire_held`): Inception v2's n51 (3x3 64 -> 96 at 28x28) holds
