@@ -222,15 +222,20 @@ endloop
 """
 
 
-TWO_LENGTHS = (
-    'device "npm_pro_x1.nem"\n\nprogram parts:\n\n'
-    "buffer X : DDR (size=65536, align=64)\nbuffer V : DDR (size=65536, align=64)\n"
-    + "".join(f"buffer b{k} : L1[{k}] (size=2048, align=64)\n" for k in range(4))
-    + "\n"
-    + _part("a", 0, 1, 0)
-    + _part("b", 1, 1, 2)
-    + _part("c", 2, 2, 4)
-    + _part("d", 3, 2, 7)
+def _parts(l1: int, body: str) -> str:
+    """A program of engine parts reading X and writing V, with a buffer of
+    `l1` bytes in each engine's L1 (`b0` .. `b3`)."""
+    return (
+        'device "npm_pro_x1.nem"\n\nprogram parts:\n\n'
+        "buffer X : DDR (size=65536, align=64)\nbuffer V : DDR (size=65536, align=64)\n"
+        + "".join(f"buffer b{k} : L1[{k}] (size={l1}, align=64)\n" for k in range(4))
+        + "\n"
+        + body
+    )
+
+
+TWO_LENGTHS = _parts(
+    2048, _part("a", 0, 1, 0) + _part("b", 1, 1, 2) + _part("c", 2, 2, 4) + _part("d", 3, 2, 7)
 )
 
 
@@ -273,12 +278,9 @@ endloop
 
 
 def _channel_parts(first_width: int) -> str:
-    return (
-        'device "npm_pro_x1.nem"\n\nprogram parts:\n\n'
-        "buffer X : DDR (size=65536, align=64)\nbuffer V : DDR (size=65536, align=64)\n"
-        + "".join(f"buffer b{k} : L1[{k}] (size=1024, align=64)\n" for k in range(4))
-        + "\n"
-        + "".join(_channel_part(n, k, first_width if k == 0 else 16) for k, n in enumerate("abcd"))
+    return _parts(
+        1024,
+        "".join(_channel_part(n, k, first_width if k == 0 else 16) for k, n in enumerate("abcd")),
     )
 
 
@@ -316,14 +318,7 @@ def _lone(at: int) -> str:
 
 
 def _lone_after(at: int) -> str:
-    return (
-        'device "npm_pro_x1.nem"\n\nprogram parts:\n\n'
-        "buffer X : DDR (size=65536, align=64)\nbuffer V : DDR (size=65536, align=64)\n"
-        + "".join(f"buffer b{k} : L1[{k}] (size=2048, align=64)\n" for k in range(4))
-        + "\n"
-        + "".join(_part(n, k, 1, 2 * k) for k, n in enumerate("abc"))
-        + _lone(at)
-    )
+    return _parts(2048, "".join(_part(n, k, 1, 2 * k) for k, n in enumerate("abc")) + _lone(at))
 
 
 def test_a_lone_part_after_the_others_loop_moves_before_it(monkeypatch):

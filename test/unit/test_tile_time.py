@@ -10,6 +10,7 @@ outputs bit-identical under random schedules)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -665,6 +666,28 @@ def test_a_dma_bound_short_tile_loop_keeps_two_iterations_in_flight(monkeypatch)
     assert "@max_in_flight(3)" not in nem and "@max_in_flight(4)" not in nem
 
 
+def _f16_conv(
+    cin: int, cout: int, hw: int, scale: float, stride: int = 1
+) -> tuple[Any, np.ndarray]:
+    """A model of one f16 3x3 convolution (pads 1) of `cin` -> `cout`
+    channels at `hw` x `hw`, and its weights (uniform in +-`scale`)."""
+    from compile_runs import typed_model
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).uniform(-scale, scale, (cout, cin, 3, 3)).astype(np.float16)
+    node = helper.make_node(
+        "Conv", ["x", "w"], ["y"], name="conv", pads=[1] * 4, strides=[stride] * 2
+    )
+    out = (hw - 1) // stride + 1
+    model = typed_model(
+        [node],
+        [("x", TensorProto.FLOAT16, [1, cin, hw, hw])],
+        [("y", TensorProto.FLOAT16, [1, cout, out, out])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    return model, w
+
+
 def test_a_weight_heavy_f16_conv_splits_its_output_channels_in_tile_loops():
     """An f16 3x3 convolution 256 -> 256 at 7x7 (a ResNet block's, 1.18 MB
     of weights beside a 25 KB input; an outside user's m09): split along
@@ -677,19 +700,11 @@ def test_a_weight_heavy_f16_conv_splits_its_output_channels_in_tile_loops():
     (D-COMPILE-ENGINES, session 57): each weight loaded once, the output
     within tolerance of onnxruntime, race-free under random schedules, in
     under half the cycles of one engine."""
-    from compile_runs import dma_bytes, run_api, timed_cycles, typed_model
-    from onnx import TensorProto, helper, numpy_helper
+    from compile_runs import dma_bytes, run_api, timed_cycles
 
     from nem.compile import compile_onnx
 
-    w = np.random.default_rng(0).uniform(-0.1, 0.1, (256, 256, 3, 3)).astype(np.float16)
-    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1] * 4)
-    model = typed_model(
-        [node],
-        [("x", TensorProto.FLOAT16, [1, 256, 7, 7])],
-        [("y", TensorProto.FLOAT16, [1, 256, 7, 7])],
-        [numpy_helper.from_array(w, "w")],
-    )
+    model, w = _f16_conv(256, 256, 7, 0.1)
     run_api(model)
     new = compile_onnx(model, device="npm_pro_x1")
     assert dma_bytes(new.nem) < 1.5 * w.nbytes  # each weight loaded once, not per engine
@@ -707,19 +722,11 @@ def test_weight_heavy_channel_parts_too_large_for_one_tile_are_tiled(monkeypatch
     D-NEM-JAM-ENGINES) where a part moves fewer bytes than the best other
     split's (D-COMPILE-ENGINES, session 57): each weight loaded once, the
     output within tolerance of onnxruntime, race-free, fewer cycles."""
-    from compile_runs import dma_bytes, run_api, timed_cycles, typed_model
-    from onnx import TensorProto, helper, numpy_helper
+    from compile_runs import dma_bytes, run_api, timed_cycles
 
     from nem.compile import compile_onnx
 
-    w = np.random.default_rng(0).uniform(-0.02, 0.02, (508, 512, 3, 3)).astype(np.float16)
-    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1] * 4, strides=[2, 2])
-    model = typed_model(
-        [node],
-        [("x", TensorProto.FLOAT16, [1, 512, 14, 14])],
-        [("y", TensorProto.FLOAT16, [1, 508, 7, 7])],
-        [numpy_helper.from_array(w, "w")],
-    )
+    model, w = _f16_conv(512, 508, 14, 0.02, stride=2)
     run_api(model)
     new = compile_onnx(model, device="npm_pro_x1").nem
     _by_spans(monkeypatch)

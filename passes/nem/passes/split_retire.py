@@ -428,30 +428,16 @@ def retire_across_short(
     wait before its tile loop, 32 tokens of 32, and engine 3's 221 KB of
     weights ran whole on one DMA for 6,916 cycles (session 58).  Each
     transfer is waited for before the first short copy after it, once."""
-    block = live.ops[0].parent_block() if live.ops else None
     starts = sorted(span for op, span in short if moved_bytes(op) >= below)
-    if not starts or block is None:
+    if not starts:
         return False
     issued = [first for first, _ in starts]
-    sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
-    idx = {op: k for k, op in enumerate(live.ops)}
     held: dict[int, list[SSAValue]] = {}
-    for op, (k, _) in live.intervals.items():
-        if (
-            type(op) is not TransferOp
-            or op in sliced
-            or op.is_sync
-            or not op.dep_values()
-            or moved_bytes(op) >= below
-            or not all(
-                isinstance(d.owner, TaskOp) and not d.owner.dep_values() for d in op.dep_values()
-            )
-        ):
+    for op, at in small_transfers(live, below):
+        deps = op.dep_values()
+        if not deps or any(not isinstance(d.owner, TaskOp) or d.owner.dep_values() for d in deps):
             continue
-        users = (ancestor_in(u.operation, block) for u in op.result.uses)
-        first_use = min(
-            (idx[a] for a in users if a is not None and a in idx), default=len(live.ops)
-        )
+        k, first_use = live.intervals[op][0], min(at, default=len(live.ops))
         j = bisect_right(issued, k)
         if j == len(starts):
             continue
@@ -495,27 +481,33 @@ def stalls(
     return holds
 
 
-def shared_small(live: BlockLiveness, below: int) -> Iterator[tuple[TransferOp, int, int]]:
+def small_transfers(live: BlockLiveness, below: int) -> Iterator[tuple[TransferOp, list[int]]]:
     """The block's async transfers under `below` bytes (the slices of an
-    earlier split left out) whose tokens two or more statements of the
-    block consume, none a loop, with the first and last of them."""
+    earlier split left out), each with the statements of the block that
+    consume its token (`ancestor_in`: a use in a loop body counts at the
+    loop), by index: the retire rules' candidates."""
     block = live.ops[0].parent_block() if live.ops else None
     idx = {op: k for k, op in enumerate(live.ops)}
     sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
     for op in live.intervals:
         if type(op) is not TransferOp or op in sliced or op.is_sync or moved_bytes(op) >= below:
             continue
-        at: set[int] = set()
-        users: set[object] = set()  # the slices of a split count once: the pass stays idempotent
-        for u in op.result.uses:
-            cur: Operation | None = u.operation
-            while cur is not None and cur.parent_block() is not block:
-                cur = cur.parent_op()
-            if cur is not None:
-                at.add(idx[cur])
-                users.add(_slice_key(cur) if isinstance(cur, TransferOp) and cur in sliced else cur)
+        users = (ancestor_in(u.operation, block) for u in op.result.uses) if block else ()
+        yield op, sorted({idx[a] for a in users if a is not None})
+
+
+def shared_small(live: BlockLiveness, below: int) -> Iterator[tuple[TransferOp, int, int]]:
+    """`small_transfers` whose tokens two or more statements of the block
+    consume, none a loop, with the first and last of them (the slices of
+    one split count once: the pass stays idempotent)."""
+    sliced = split_already(op for op in live.intervals if type(op) is TransferOp)
+    for op, at in small_transfers(live, below):
+        users = {
+            _slice_key(o) if isinstance(o, TransferOp) and o in sliced else o
+            for o in (live.ops[k] for k in at)
+        }
         if len(users) >= 2 and not any(type(live.ops[k]) is LoopOp for k in at):
-            yield op, min(at), max(at)
+            yield op, at[0], at[-1]
 
 
 def _retire_before(live: BlockLiveness, held: dict[int, list[SSAValue]]) -> bool:
