@@ -214,42 +214,66 @@ def test_a_one_tile_1x1_part_is_cut_along_its_output_channels():
 @pytest.mark.parametrize(
     "h, cin, cout, k, parts, epilogue",
     [
-        (14, 128, 32, 3, [4, 2], 2),  # a window: DenseNet-121's 3x3 at 14x14
-        (28, 160, 128, 1, [7], 4),  # DenseNet-121's 28x28 1x1: bias, Mul, Add, Relu
+        (55, 16, 64, 3, [13, 14], 2),  # a window, 37 KB of weights: SqueezeNet's 55x55 3x3
+        (13, 24, 64, 5, [16], 2),  # Inception v1's 5x5 24 -> 64 at 13x13, 38 KB a part
         (55, 64, 16, 1, [13, 14], 2),  # SqueezeNet's 55x55 1x1: its input, hoisted
     ],
 )
-def test_windows_and_compute_bound_parts_keep_their_one_tile(h, cin, cout, k, parts, epilogue):
-    """A 3x3 convolution keeps its one tile (its weights, cut, would load
-    inside the tile loop after its input, not beside the layer before), and
-    so does a 1x1 part whose tiles' convolutions and epilogues, one after
-    another, take more than CUT_GAIN of the one tile's cycles with its
-    convolution over the engine's two NMUs (D-COMPILE-TILE-TIME, sessions
-    45-46), and so does one whose reads are mostly its input, which the cut
-    loop does not index (over HOISTED_SHARE of its bytes: nothing for the
-    cut to hide beside its tiles' convolutions)."""
+def test_small_windows_and_input_bound_parts_keep_their_one_tile(h, cin, cout, k, parts, epilogue):
+    """A window (a 3x3 or 5x5 convolution) whose part reads under
+    CUT_WEIGHTS bytes of weights keeps its one tile: they load beside the
+    layer before, a tile loop's only once it is reached (Inception v1's 5x5
+    branches cut ran faster each but longer on the critical path, the model
+    +0.8%; D-COMPILE-TILE-TIME, session 59), and so does a part whose
+    reads are mostly its input, which the cut loop does not index (over
+    HOISTED_SHARE of its bytes: nothing for the cut to hide beside its
+    tiles' convolutions, session 46).  The parts split the output channels
+    (loop 3) where `parts` has one entry for a 5x5, else its rows."""
     with ir.Context(), ir.Location.unknown():
         _, band = band_of(_conv(h, cin, cout, k))
         one = list(band.extents)
-        one[1] = max(parts)
-        assert tile_cost.channel_cut(band, one, {1: parts}, BUDGET, 4, 2, epilogue) == one
+        loop = 3 if k == 5 else 1
+        one[loop] = max(parts)
+        assert tile_cost.channel_cut(band, one, {loop: parts}, BUDGET, 4, 2, epilogue) == one
+
+
+def test_a_weight_heavy_window_part_is_cut_along_its_output_channels():
+    """SqueezeNet's fire 3x3 expand (48 -> 192 at 13x13, a part of 48
+    output channels per engine, 83 KB of weights) and DenseNet-121's 3x3
+    128 -> 32 at 14x14 (rows 4, 4, 4 and 2, every part all 147 KB of the
+    weights): each part's one tile loaded its weights before its
+    convolution began; cut along the output channels, the next tile's
+    weights load while a tile computes (its tiles priced over the engine's
+    two NMUs, as `nmu_split` runs them since session 48).  Priced on one
+    NMU (`split_tiles=False`: `--no-split-nmus`), the expand keeps its one
+    tile (D-COMPILE-TILE-TIME, session 59)."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = band_of(_conv(13, 48, 192, 3))
+        one = [1, 13, 13, 48, 3, 3, 48]
+        cut = tile_cost.channel_cut(band, one, {3: [48]}, BUDGET, 4, 2, 1)
+        assert cut[3] < 48 and 48 % cut[3] == 0 and cut[:3] + cut[4:] == one[:3] + one[4:]
+        assert tile_cost.channel_cut(band, one, {3: [48]}, BUDGET, 4, 2, 1, False) == one
+        _, band = band_of(_conv(14, 128, 32, 3))
+        one = [1, 4, 14, 32, 3, 3, 128]
+        assert tile_cost.channel_cut(band, one, {1: [4, 2]}, BUDGET, 4, 2, 2)[3] < 32
 
 
 def test_the_per_tile_epilogue_decides_a_1x1_cut():
     """Inception v1's 13x13 1x1 480 -> 64 parts (rows 4, 4, 4 and 1) with
-    a bias and a Relu a tile are cut (estimated 0.69 of the one tile), as
-    DenseNet-121's 28x28 160 -> 128 parts would be without their epilogue;
-    with its bias, Mul, Add and Relu run per tile one after another, that
-    part keeps its one tile (cut, it ran 5,532 -> 6,646 busy cycles;
-    D-COMPILE-TILE-TIME, session 46)."""
+    a bias and a Relu a tile are cut (estimated 0.69 of the one tile).
+    DenseNet-121's 28x28 160 -> 128 parts with each tile's convolution on
+    one NMU (`split_tiles=False`, `--no-split-nmus`) are cut without their
+    epilogue, and keep their one tile with their bias, Mul, Add and Relu
+    run per tile one after another (cut, they ran 5,532 -> 6,646 busy
+    cycles; D-COMPILE-TILE-TIME, session 46)."""
     with ir.Context(), ir.Location.unknown():
         _, band = band_of(_conv(13, 480, 64, 1))
         one = [1, 4, 13, 64, 1, 1, 480]
         assert tile_cost.channel_cut(band, one, {1: [4, 1]}, BUDGET, 4, 2, 2)[3] < 64
         _, band = band_of(_conv(28, 160, 128, 1))
         one = [1, 7, 28, 128, 1, 1, 160]
-        assert tile_cost.channel_cut(band, one, {1: [7]}, BUDGET, 4, 2, 0)[3] < 128
-        assert tile_cost.channel_cut(band, one, {1: [7]}, BUDGET, 4, 2, 4) == one
+        assert tile_cost.channel_cut(band, one, {1: [7]}, BUDGET, 4, 2, 0, False)[3] < 128
+        assert tile_cost.channel_cut(band, one, {1: [7]}, BUDGET, 4, 2, 4, False) == one
 
 
 def test_a_cut_gives_way_to_a_one_tile_contraction_after_it():

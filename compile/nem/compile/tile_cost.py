@@ -90,6 +90,17 @@ bytes is in reads the cut loop does not index (`_hoisted_share`): the cut
 hides the weights' loads beside the tiles' convolutions, and SqueezeNet's
 55x55 1x1s (4 KB of weights beside 49-197 KB of input), cut, made the
 model 144,266 -> 144,427 cycles (D-COMPILE-TILE-TIME, session 46)."""
+CUT_WEIGHTS = 64 * 1024
+"""A window's part (a 3x3 or 5x5 convolution's) of one tile is cut along
+its output channels (`channel_cut`) only where it reads at least this many
+bytes of weights (the reads the cut loop indexes; about 500 cycles over an
+engine's four DMAs on npm_pro_x1): a one-tile part's weights load beside
+the layer before, a tile loop's only once the loop is reached.  Cut
+whatever their size (session 59), Inception v1's 5x5 branches (24-32 -> 64
+at 13x13, 38-51 KB a part) ran faster each but longer on the network's
+critical path (n89 600 -> 1,894 of it, the model +0.8%) and SqueezeNet's
+55x55 3x3 (37 KB) slower; at 64 KB every model of the nine but Inception
+v1 (+0.04%) ran as fast or faster (D-COMPILE-TILE-TIME, session 59)."""
 MAX_CANDIDATES = 200_000
 """Size combinations scored at most (candidates per loop are thinned to the
 powers of two dividing it beyond that)."""
@@ -314,46 +325,49 @@ def channel_cut(
     dmas: int,
     nmus: int = 1,
     epilogue: int = 0,
+    split_tiles: bool = True,
 ) -> list[int]:
-    """`sizes`, or where they leave every engine part of a contraction over
-    one loop (a 1x1 convolution, a matmul) one tile, the sizes that cut one
-    loop its output's innermost dimension depends on (the output channels)
-    in two tiles or more in every part, dividing each, with the fewest
-    estimated cycles (`tile_time`; ties: the smaller tile) when they take
-    at most CUT_GAIN of the one tile's, and whose tiles' convolutions and
-    `epilogue` (the elementwise ops each tile runs on its output after the
-    convolution: a fused bias and epilogues, D-COMPILE-FUSE-L1), one after
-    another (`_serial`), take at most CUT_GAIN of the one tile's cycles with
-    its convolution spread over the engine's NMUs, where at most
-    HOISTED_SHARE of the one tile's read bytes are in its input (the reads
-    the cut loop does not index; D-COMPILE-TILE-TIME, sessions 45-46).
+    """`sizes`, or where they leave every engine part of a convolution or
+    matmul one tile, the sizes that cut one loop its output's innermost
+    dimension depends on (the output channels) in two tiles or more in
+    every part, dividing each, with the fewest estimated cycles
+    (`tile_time`; ties: the smaller tile) when they take at most CUT_GAIN
+    of the one tile's, and whose tiles' convolutions and `epilogue` (the
+    elementwise ops each tile runs on its output after the convolution: a
+    fused bias and epilogues, D-COMPILE-FUSE-L1), one after another
+    (`_serial`), take at most CUT_GAIN of the one tile's cycles with its
+    convolution spread over the engine's NMUs, where at most HOISTED_SHARE
+    of the one tile's read bytes are in its input (the reads the cut loop
+    does not index), and, for a window (a sum over more than one loop: a
+    3x3 or 5x5 convolution), where its weights are at least CUT_WEIGHTS
+    bytes (D-COMPILE-TILE-TIME, sessions 45-46 and 59).  `split_tiles`:
+    the tile loops' convolutions are spread over the NMUs as the one
+    tile's (`CompileOptions.split_nmus`, D-COMPILE-SPLIT-OPT).
 
     A part of one tile loads its input and all of its weights, then runs
     its convolution, then stores it: nothing overlaps (Inception v1's 1x1
     layers at 13x13, rows 4, 4, 4 and 1, each engine loading 49-64 KB of
-    weights, about the layer's bound alone).  Cut along the output
+    weights, about the layer's bound alone; SqueezeNet's fire 3x3 expand,
+    48 -> 192 at 13x13, each engine's 83 KB of weights loaded in 1,304
+    cycles before its convolution started).  Cut along the output
     channels, each tile loads its share of the weights (the input, which
     the loop does not index, is copied once outside it, D-COMPILE-HOIST)
     and two tiles are in flight: the second's weights load while the first
-    computes, the first stores while the second computes.  But the two
-    tiles' convolutions and epilogues share the engine's units, and a tile
-    loop's convolutions are not spread over its NMUs where the one tile's
-    is, in bands of output rows (`nmu_split`, D-COMPILE-NMU-SPLIT): where
-    the compute is the part's bulk (DenseNet-121's 28x28 1x1s, 196 pixels a
-    part, with a bias, Mul, Add and Relu per tile) the cut gains nothing.
-    A window (a 3x3
-    convolution) keeps its one tile: DenseNet-121's 3x3 128 -> 32 at 14x14,
-    cut, ran no faster (2,962 -> 2,987 busy cycles) and its first four
-    layers' weights no longer loaded beside the layer before (n307's share
-    of the critical path 1,830 -> 2,987).  The cut loop is no reduction
-    loop: each output's sum is the same, bit for bit."""
+    computes, the first stores while the second computes (that 3x3 cut in
+    4 tiles of 12 channels: 3,604 -> 2,657 cycles).  But the tiles'
+    convolutions and epilogues share the engine's units: where the compute
+    is the part's bulk (DenseNet-121's 28x28 1x1s, 196 pixels a part, with
+    a bias, Mul, Add and Relu per tile) the cut gains nothing.  The cut
+    loop is no reduction loop: each output's sum is the same, bit for
+    bit."""
     pick = [int(x) for x in sizes]
     if not band.extents or any(e < 1 for e in band.extents) or not is_contraction(band):
         return pick
     model = _Model(band)
     red = set(model.reductions())
-    if sum(1 for i in red if band.extents[i] > 1) != 1:
-        return pick  # no sum, or a window's
+    summed = sum(1 for i in red if band.extents[i] > 1)
+    if not summed:
+        return pick
     if not model.linear_at(pick) or not model.linear_at(band.extents):
         return pick
     lengths = [(parts or {}).get(i, [e]) for i, e in enumerate(band.extents)]
@@ -377,13 +391,15 @@ def channel_cut(
     if est is None:
         return pick
     spread = est[-1] - _nmu_spread(model, np.minimum(R[-1], L), nmus)
-    serial = _serial(model, np.minimum(R[:-1], L[None, :]), L, epilogue)
+    serial = _serial(model, np.minimum(R[:-1], L[None, :]), L, epilogue, nmus if split_tiles else 1)
     fits = (need[:-1] <= budget) & (serial <= CUT_GAIN * spread)
     if not fits.any():
         return pick
     best = int(np.argmin(np.where(fits, est[:-1], np.iinfo(np.int64).max)))
     if _hoisted_share(model, R[-1], rows[best]) > HOISTED_SHARE:
         return pick
+    if summed > 1 and _reads(model, R[-1], rows[best])[1] < CUT_WEIGHTS:
+        return pick  # a window's weights, small: they load beside the layer before
     return rows[best] if est[best] <= CUT_GAIN * est[-1] else pick
 
 
@@ -393,46 +409,68 @@ def _hoisted_share(model: _Model, one: np.ndarray, cut: list[int]) -> float:
     (D-COMPILE-HOIST), they load whole before its first tile as before the
     one tile, and only the rest (the weights) can load beside a tile's
     convolution."""
+    hoisted, cut_reads = _reads(model, one, cut)
+    return hoisted / max(hoisted + cut_reads, 1)
+
+
+def _reads(model: _Model, one: np.ndarray, cut: list[int]) -> tuple[int, int]:
+    """The one tile's read bytes in reads the cut loop (the loop `cut`
+    changes) does not index (its input), and in those it indexes (its
+    weights)."""
     i = next(j for j, (a, b) in enumerate(zip(one, cut)) if a != b)
     boxes, width, written = model.boxes(one[None, :])
     deps = {k: False for k in boxes}
     for k, _, _, _, coef in model.rows:
         deps[k] = deps[k] or bool(coef[:, i].any())
     read = {k: int(np.prod(b[0])) * width[k] for k, b in boxes.items() if not written[k]}
-    return sum(n for k, n in read.items() if not deps[k]) / max(sum(read.values()), 1)
+    hoisted = sum(n for k, n in read.items() if not deps[k])
+    return hoisted, sum(read.values()) - hoisted
 
 
-def _serial(model: _Model, S: np.ndarray, lengths: np.ndarray, epilogue: int) -> np.ndarray:
+def _serial(
+    model: _Model, S: np.ndarray, lengths: np.ndarray, epilogue: int, nmus: int
+) -> np.ndarray:
     """Cycles of each row of sizes `S`'s tiles of a part of `lengths` run one
-    after another on one NMU: each tile's convolution and its `epilogue`
-    elementwise ops over its output (`tile_time`'s rates).  Two tiles in
-    flight overlap their copies, not these: DenseNet-121's 28x28 1x1 cut
-    into 4 tiles took 6,646 busy cycles where the one tile took 5,532."""
+    after another: each tile's convolution, over `nmus` NMUs where
+    `nmu_split` spreads it (`_band_macs`: the tile loops' convolutions are
+    split since session 48, D-COMPILE-NMU-SPLIT; 1 with `--no-split-nmus`),
+    and its `epilogue` elementwise ops over its output (`tile_time`'s
+    rates).  Two tiles in flight overlap their copies, not these:
+    DenseNet-121's 28x28 1x1 cut into 4 tiles took 6,646 busy cycles where
+    the one tile took 5,532 (session 46, each tile on one NMU)."""
     tiles = np.prod(-(-lengths[None, :] // S), axis=1)
     boxes, _, written = model.boxes(S)
     out = np.prod(next(b for k, b in boxes.items() if written[k]), axis=1)
     step = -(-out // tile_time.ADD_ELEMENTS) + tile_time.ADD_LATENCY
-    conv = -(-np.prod(S, axis=1) // tile_time.NMU_MACS) + tile_time.NMU_LATENCY
+    conv = -(-_band_macs(model, S, nmus) // tile_time.NMU_MACS) + tile_time.NMU_LATENCY
     serial: np.ndarray = tiles * (conv + epilogue * step)
     return serial
 
 
 def _nmu_spread(model: _Model, one: np.ndarray, nmus: int) -> int:
     """The cycles `tile_time` charges a one-tile convolution beyond its
-    longest band where `nmu_split` spreads it over `nmus` NMUs (bands of
-    output rows: its output's dimension 1, a batch of one; at least
-    `nmu_split.MIN_MACS`); 0 where it stays whole."""
+    longest band where `nmu_split` spreads it over `nmus` NMUs; 0 where it
+    stays whole."""
+    macs = int(np.prod(one))
+    band = int(_band_macs(model, one[None, :], nmus)[0])
+    return -(-macs // tile_time.NMU_MACS) - (-(-band // tile_time.NMU_MACS))
+
+
+def _band_macs(model: _Model, S: np.ndarray, nmus: int) -> np.ndarray:
+    """The multiply-accumulates of the longest band of each row of sizes
+    `S`'s convolution where `nmu_split` spreads it over `nmus` NMUs (bands
+    of output rows: its output's dimension 1, a batch of one; at least
+    `nmu_split.MIN_MACS`), all of them where it stays whole."""
     from nem.compile.nmu_split import MIN_MACS
 
-    macs = int(np.prod(one))
-    boxes, _, written = model.boxes(one[None, :])
-    out = next(k for k in boxes if written[k])
-    oh = int(boxes[out][0][1]) if boxes[out].shape[1] > 1 else 1
-    k = min(nmus, oh)
-    if macs < MIN_MACS or k < 2:
-        return 0
-    band = macs * (-(-oh // k)) // oh
-    return -(-macs // tile_time.NMU_MACS) - (-(-band // tile_time.NMU_MACS))
+    macs = np.prod(S, axis=1)
+    boxes, _, written = model.boxes(S)
+    out = next(b for k, b in boxes.items() if written[k])
+    oh = out[:, 1] if out.shape[1] > 1 else np.ones(len(S), dtype=np.int64)
+    k = np.minimum(nmus, oh)
+    spread = (macs >= MIN_MACS) & (k >= 2)
+    band: np.ndarray = np.where(spread, macs * (-(-oh // k)) // oh, macs)
+    return band
 
 
 def part_cycles(

@@ -244,7 +244,14 @@ def _plan_ops(
             # since their loops jam by elements, session 57)
             whole_sizes = list(sizes)
             sizes = tile_cost.channel_cut(
-                band, sizes, parts, own, dmas, device.units("NMU"), steps.get(len(out), 0)
+                band,
+                sizes,
+                parts,
+                own,
+                dmas,
+                device.units("NMU"),
+                steps.get(len(out), 0),
+                options.split_nmus,
             )
             if sizes != whole_sizes:
                 uncut[len(out)] = whole_sizes
