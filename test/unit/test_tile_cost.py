@@ -310,3 +310,47 @@ def test_a_cut_gives_way_to_a_one_tile_contraction_after_it():
     assert kept[0] == [1, 4, 13, 128, 1, 1, 528]
     window = kept[1]  # one tile a part: 8 output channels on each engine
     assert window == [1, 13, 13, 8, 3, 3, 128]
+
+
+def test_a_partial_sum_splits_parts_keep_their_one_tile(monkeypatch):
+    """An outside user's model: two 3x3 convolutions 256 -> 126 and 256 ->
+    130 at 7x7 side by side (1.2 MB of weights each), their concatenation,
+    a Relu and a 1x1.  Each 3x3 is split by its input channels (partial
+    sums, D-COMPILE-TRANSFORM-PARTIALS), each part pinned to its engine and
+    planned whole; with windows cut (`CUT_WEIGHTS`) the parts were cut in
+    tiles of 21 and 9 channels, loops of 6 and 14 trips that do not jam,
+    and ran one after another: 10,076 -> 18,914 cycles (session 59).  A
+    pinned part is not cut: the program is the one without the window rule."""
+    from compile_runs import typed_model
+    from onnx import TensorProto, helper, numpy_helper
+
+    from nem.compile import compile_onnx
+
+    rng = np.random.default_rng(0)
+
+    def weights(name: str, shape: tuple[int, ...]):
+        return numpy_helper.from_array(rng.uniform(-0.1, 0.1, shape).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["a"], pads=[1] * 4),
+        helper.make_node("Conv", ["x", "w2", "b2"], ["b"], pads=[1] * 4),
+        helper.make_node("Concat", ["a", "b"], ["c"], axis=1),
+        helper.make_node("Relu", ["c"], ["d"]),
+        helper.make_node("Conv", ["d", "w3"], ["y"]),
+    ]
+    inits = [
+        weights("w1", (126, 256, 3, 3)),
+        weights("b1", (126,)),
+        weights("w2", (130, 256, 3, 3)),
+        weights("b2", (130,)),
+        weights("w3", (64, 256, 1, 1)),
+    ]
+    model = typed_model(
+        nodes,
+        [("x", TensorProto.FLOAT, [1, 256, 7, 7])],
+        [("y", TensorProto.FLOAT, [1, 64, 7, 7])],
+        inits,
+    )
+    new = compile_onnx(model, device="npm_pro_x1")
+    monkeypatch.setattr(tile_cost, "CUT_WEIGHTS", float("inf"))
+    assert compile_onnx(model, device="npm_pro_x1").nem == new.nem
