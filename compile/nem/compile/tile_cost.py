@@ -326,6 +326,7 @@ def channel_cut(
     nmus: int = 1,
     epilogue: int = 0,
     split_tiles: bool = True,
+    pinned: bool = False,
 ) -> list[int]:
     """`sizes`, or where they leave every engine part of a convolution or
     matmul one tile, the sizes that cut one loop its output's innermost
@@ -342,7 +343,14 @@ def channel_cut(
     3x3 or 5x5 convolution), where its weights are at least CUT_WEIGHTS
     bytes (D-COMPILE-TILE-TIME, sessions 45-46 and 59).  `split_tiles`:
     the tile loops' convolutions are spread over the NMUs as the one
-    tile's (`CompileOptions.split_nmus`, D-COMPILE-SPLIT-OPT).
+    tile's (`CompileOptions.split_nmus`, D-COMPILE-SPLIT-OPT).  `pinned`: the
+    op is a part of a partial-sum split (D-COMPILE-TRANSFORM-PARTIALS),
+    planned whole on its engine: a window's keeps its one tile (its
+    siblings, planned apart, may cut in other tiles, loops that do not
+    jam: an outside user's two 3x3 256 -> 126/130 at 7x7 side by side,
+    cut in tiles of 21 and 9 channels, ran 10,076 -> 18,914 cycles); a
+    1x1's is cut as any (one 1024 -> 250 at 7x7: 6,470 -> 4,902, session
+    59).
 
     A part of one tile loads its input and all of its weights, then runs
     its convolution, then stores it: nothing overlaps (Inception v1's 1x1
@@ -398,7 +406,7 @@ def channel_cut(
     best = int(np.argmin(np.where(fits, est[:-1], np.iinfo(np.int64).max)))
     if _hoisted_share(model, R[-1], rows[best]) > HOISTED_SHARE:
         return pick
-    if summed > 1 and _reads(model, R[-1], rows[best])[1] < CUT_WEIGHTS:
+    if summed > 1 and (pinned or _reads(model, R[-1], rows[best])[1] < CUT_WEIGHTS):
         return pick  # a window's weights, small: they load beside the layer before
     return rows[best] if est[best] <= CUT_GAIN * est[-1] else pick
 

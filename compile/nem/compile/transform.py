@@ -235,18 +235,15 @@ def _plan_ops(
             op.name.startswith("linalg.conv")
             and not given
             and not options.tile_sizes
-            and pin is None
             and (split is None or split.partials is None)
         ):
             # one-tile parts of a convolution cut along their output channels
             # (session 45; not the user's sizes or partial sums, not a
             # matmul: the samples' small ones, ff2's 32 x 16 weights, would
             # be cut into tiles of a few hundred bytes; channel parts too
-            # since their loops jam by elements, session 57).  Nor a pinned
-            # part of a partial-sum split (planned here whole, `pin`): two
-            # such convolutions beside each other were cut in tiles of 21
-            # and 9 channels, loops whose trips differ do not jam and ran
-            # one after the other (session 59: 10,076 -> 18,914 cycles)
+            # since their loops jam by elements, session 57; a pinned part
+            # of a partial-sum split is planned here whole, `pin`: not a
+            # window's, session 59)
             whole_sizes = list(sizes)
             sizes = tile_cost.channel_cut(
                 band,
@@ -257,6 +254,7 @@ def _plan_ops(
                 device.units("NMU"),
                 steps.get(len(out), 0),
                 options.split_nmus,
+                pin is not None,
             )
             if sizes != whole_sizes:
                 uncut[len(out)] = whole_sizes
