@@ -365,9 +365,13 @@ def channel_cut(
     4 tiles of 12 channels: 3,604 -> 2,657 cycles).  But the tiles'
     convolutions and epilogues share the engine's units: where the compute
     is the part's bulk (DenseNet-121's 28x28 1x1s, 196 pixels a part, with
-    a bias, Mul, Add and Relu per tile) the cut gains nothing.  The cut
-    loop is no reduction loop: each output's sum is the same, bit for
-    bit."""
+    a bias, Mul, Add and Relu per tile) the cut gains nothing.  Those are
+    cut again since their tiles are priced over two NMUs, and run slower
+    (n157 5,336 -> 6,350 cycles, session 59): the one tile they are
+    compared with is re-tiled by the L1 plan, its input streamed beside
+    the convolution, where the cut loads the whole input first; not yet
+    priced here.  The cut loop is no reduction loop: each output's sum is
+    the same, bit for bit."""
     pick = [int(x) for x in sizes]
     if not band.extents or any(e < 1 for e in band.extents) or not is_contraction(band):
         return pick
@@ -407,7 +411,7 @@ def channel_cut(
     if _hoisted_share(model, R[-1], rows[best]) > HOISTED_SHARE:
         return pick
     if summed > 1 and (pinned or _reads(model, R[-1], rows[best])[1] < CUT_WEIGHTS):
-        return pick  # a window's weights, small: they load beside the layer before
+        return pick  # a window's, pinned or its weights loaded beside the layer before
     return rows[best] if est[best] <= CUT_GAIN * est[-1] else pick
 
 

@@ -242,19 +242,11 @@ def _plan_ops(
             # matmul: the samples' small ones, ff2's 32 x 16 weights, would
             # be cut into tiles of a few hundred bytes; channel parts too
             # since their loops jam by elements, session 57; a pinned part
-            # of a partial-sum split is planned here whole, `pin`: not a
-            # window's, session 59)
+            # of a partial-sum split, planned here whole: not a window's)
             whole_sizes = list(sizes)
+            nmus, epilogue = device.units("NMU"), steps.get(len(out), 0)
             sizes = tile_cost.channel_cut(
-                band,
-                sizes,
-                parts,
-                own,
-                dmas,
-                device.units("NMU"),
-                steps.get(len(out), 0),
-                options.split_nmus,
-                pin is not None,
+                band, sizes, parts, own, dmas, nmus, epilogue, options.split_nmus, pin is not None
             )
             if sizes != whole_sizes:
                 uncut[len(out)] = whole_sizes
