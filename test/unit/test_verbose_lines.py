@@ -106,7 +106,9 @@ def test_cpu_times_sum_to_the_total(tmp_path, capsys):
     # the write (of a small .nem: well under a millisecond) is in the total
     assert list(cpu) == ["import", "bufferize", "tile", "lower", "write"]
     assert all(cpu[s] > 0 for s in ("import", "bufferize", "tile", "lower"))
-    assert abs(sum(cpu.values()) - total) < 0.2
+    # each figure is printed to 0.1 ms: the five and the total round by 0.05 each
+    # (the README run, loaded, printed 2075.3 against 2075.1)
+    assert abs(sum(cpu.values()) - total) <= 0.05 * (len(cpu) + 1) + 1e-9
 
 
 def test_an_input_the_program_holds_in_another_type_says_so(tmp_path, capsys):

@@ -94,12 +94,13 @@ the sharing left short, right before that copy (`retire_across_short`,
 session 58: border strips held to the wait before a tile loop).  Slices
 are not split again (`split_already`), and `retire_shared` asks the
 counts before the split (`unsplit_counts`) and takes no wait the retire
-rules added for a stretch of the stream (`stops_stream`): run on its own output, the pass changes nothing on the
-tests' programs; on a compiled model's, the waits it added cover more
-deps (`drop_covered_loop_deps`) and free tokens for copies it left whole,
-which a second run splits (session 41).  That choice is an analysis of its own
-(`choose_splits`); the rewrite (`SplitTransfer`, applied by xDSL's walker to
-the blocks holding a chosen transfer) only carries it out.
+rules added for a stretch of the stream (`stops_stream`): run on its own
+output, the pass changes nothing on the tests' programs; on a compiled
+model's, the waits it added cover more deps (`drop_covered_loop_deps`)
+and free tokens for copies it left whole, which a second run splits
+(session 41).  That choice is an analysis of its own (`choose_splits`);
+the rewrite (`SplitTransfer`, applied by xDSL's walker to the blocks
+holding a chosen transfer) only carries it out.
 """
 
 from __future__ import annotations
