@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from nem.compile import compile_onnx
 from nem.compile.check import max_violation, onnxruntime_run
 from nem.frontends.onnx import samples
@@ -199,3 +201,47 @@ def ddr_to_ddr(nem: str) -> int:
 def dma_bytes(text: str, device: str = DEVICE) -> int:
     """The bytes a program's DMAs move in a timed run."""
     return _timed_total(text, device).units["DMA"].amount
+
+
+def loaded_elements(nem: str, buffer: str) -> int:
+    """The f32 elements the program's transfers copy out of the buffers
+    named by the regular expression `buffer` (a layer's weights), each
+    transfer counted once per iteration of the loops around it (`loop v in
+    [0..T-1]`, D-LOW-LOOP; a part cut along its output channels loads its
+    weights in a tile loop, D-COMPILE-TILE-TIME)."""
+    shape = re.compile(rf"src=region\({buffer}, [^)]*\) elem=f32, shape=\[([\d, ]+)\]")
+    loops: list[tuple[int, int]] = []  # (indent, trips) of the loops around a line
+    total = 0
+    for line in nem.splitlines():
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        loops = [(i, t) for i, t in loops if i < indent]
+        trips = int(np.prod([t for _, t in loops]))
+        for dims in shape.findall(line):
+            total += trips * int(np.prod([int(x) for x in dims.split(",")]))
+        loop = re.match(r"\s*loop \w+ in \[0\.\.(\d+)\]", line)
+        if loop:
+            loops.append((indent, int(loop.group(1)) + 1))
+    return total
+
+
+def dense_layer_model(hw: int, c: int):
+    """A DenseNet dense layer: Relu, 1x1 `c` -> 128, Relu, 3x3 128 -> 32
+    (padding 1) over `hw` x `hw` pixels, seeded random weights `wone` and
+    `wthree`."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
+        for name, shape in (("wone", (128, c, 1, 1)), ("wthree", (32, 128, 3, 3)))
+    ]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu1"),
+        helper.make_node("Conv", ["r", "wone"], ["h"], name="conv1"),
+        helper.make_node("Relu", ["h"], ["hr"], name="relu2"),
+        helper.make_node("Conv", ["hr", "wthree"], ["y"], name="conv3", pads=[1] * 4),
+    ]
+    x = ("x", TensorProto.FLOAT, [1, c, hw, hw])
+    return typed_model(nodes, [x], [("y", TensorProto.FLOAT, [1, 32, hw, hw])], weights)

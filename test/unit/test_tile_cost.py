@@ -276,6 +276,29 @@ def test_the_per_tile_epilogue_decides_a_1x1_cut():
         assert tile_cost.channel_cut(band, one, {1: [7]}, BUDGET, 4, 2, 4, False) == one
 
 
+@pytest.mark.parametrize(
+    "h, cin, cout, rows, cut, retiled, wins",
+    [
+        # DenseNet-121's n157: 4 tiles of 7 columns, weights hoisted, against 4 of 32 channels
+        (28, 224, 128, [7], [1, 7, 28, 32, 1, 1, 224], [1, 7, 7, 128, 1, 1, 224], True),
+        # Inception v2's n81: estimated faster, but 14 tiles of 2 columns against 8
+        (28, 256, 64, [7], [1, 7, 28, 8, 1, 1, 256], [1, 7, 2, 64, 1, 1, 256], False),
+        # Inception v1's n53: tiles of one row reload the weights, estimated 2.8x the cut
+        (13, 512, 160, [4, 1], [1, 4, 13, 80, 1, 1, 512], [1, 1, 13, 80, 1, 1, 512], False),
+    ],
+)
+def test_the_retiling_of_a_cut_one_tile_wins_with_no_more_tiles_and_fewer_cycles(
+    h, cin, cout, rows, cut, retiled, wins
+):
+    """Where L1 re-tiles the one tile `channel_cut` cut, its tiles run
+    instead of the cut's only where they are no more a part and estimated
+    faster (D-COMPILE-TILE-TIME, session 60; the timed figures in
+    `tile_cost.retiled_wins`' docstring)."""
+    with ir.Context(), ir.Location.unknown():
+        _, band = band_of(_conv(h, cin, cout, 1))
+        assert tile_cost.retiled_wins(band, cut, {1: rows}, 4, retiled) is wins
+
+
 def test_a_cut_gives_way_to_a_one_tile_contraction_after_it():
     """`transform.plan_ops` takes the cut of a 1x1 part, but not where the
     next contraction is one tile a part: the cut's tile loop would hold that

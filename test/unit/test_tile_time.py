@@ -430,29 +430,6 @@ def _by_spans(monkeypatch) -> None:
     monkeypatch.setattr(engines, "choose_split", by_spans)
 
 
-def _loaded(nem: str, buffer: str) -> int:
-    """The f32 elements the program's transfers copy out of the buffers
-    named by the regular expression `buffer` (a layer's weights), each
-    transfer counted once per iteration of the loops around it (`loop v in
-    [0..T-1]`, D-LOW-LOOP; a part cut along its output channels loads its
-    weights in a tile loop, D-COMPILE-TILE-TIME)."""
-    shape = re.compile(rf"src=region\({buffer}, [^)]*\) elem=f32, shape=\[([\d, ]+)\]")
-    loops: list[tuple[int, int]] = []  # (indent, trips) of the loops around a line
-    total = 0
-    for line in nem.splitlines():
-        if not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip())
-        loops = [(i, t) for i, t in loops if i < indent]
-        trips = int(np.prod([t for _, t in loops]))
-        for dims in shape.findall(line):
-            total += trips * int(np.prod([int(x) for x in dims.split(",")]))
-        loop = re.match(r"\s*loop \w+ in \[0\.\.(\d+)\]", line)
-        if loop:
-            loops.append((indent, int(loop.group(1)) + 1))
-    return total
-
-
 def test_an_expand_conv_splits_its_output_channels_over_the_engines(monkeypatch):
     """SqueezeNet's fire6/fire7 expand3x3 (n37, n44): a 3x3 conv 48 -> 192 at
     13x13 whose weights (331,776 bytes) dwarf its input.  Split along output
@@ -467,7 +444,7 @@ def test_an_expand_conv_splits_its_output_channels_over_the_engines(monkeypatch)
     Each part's one tile is then cut along its output channels (83 KB of
     weights a part, `tile_cost.CUT_WEIGHTS`, session 59): each weight is
     still loaded once."""
-    from compile_runs import conv3x3_model, only_output, timed_cycles
+    from compile_runs import conv3x3_model, loaded_elements, only_output, timed_cycles
 
     from nem.compile import compile_onnx
 
@@ -476,8 +453,8 @@ def test_an_expand_conv_splits_its_output_channels_over_the_engines(monkeypatch)
     _by_spans(monkeypatch)
     old = compile_onnx(model, device="npm_pro_x1")
 
-    assert _loaded(new.nem, r"w\w*") == 3 * 3 * 48 * 192  # each weight loaded once
-    assert _loaded(old.nem, r"w\w*") == 4 * 3 * 3 * 48 * 192
+    assert loaded_elements(new.nem, r"w\w*") == 3 * 3 * 48 * 192  # each weight loaded once
+    assert loaded_elements(old.nem, r"w\w*") == 4 * 3 * 3 * 48 * 192
     assert np.array_equal(
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
@@ -496,7 +473,7 @@ def test_a_weight_heavy_window_part_is_cut_bit_identical_and_faster(monkeypatch)
     under random schedules, `nem-verify` clean, fewer timed cycles (4,528
     -> 3,805; the convolution's own 3,604 -> 2,657, the rest is the
     layouts' copies)."""
-    from compile_runs import conv3x3_model, only_output, timed_cycles
+    from compile_runs import conv3x3_model, loaded_elements, only_output, timed_cycles
 
     from nem.compile import compile_onnx
 
@@ -505,33 +482,12 @@ def test_a_weight_heavy_window_part_is_cut_bit_identical_and_faster(monkeypatch)
     monkeypatch.setattr(tile_cost, "CUT_WEIGHTS", float("inf"))
     old = compile_onnx(model, device="npm_pro_x1")
     assert "loop " in new.nem and "loop " not in old.nem
-    assert _loaded(new.nem, r"w\w*") == _loaded(old.nem, r"w\w*") == 3 * 3 * 48 * 192
+    loaded = (loaded_elements(new.nem, r"w\w*"), loaded_elements(old.nem, r"w\w*"))
+    assert loaded == (3 * 3 * 48 * 192,) * 2
     assert np.array_equal(
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < 0.9 * timed_cycles(old.nem)
-
-
-def _dense_layer(hw: int, c: int):
-    """A DenseNet dense layer: Relu, 1x1 `c` -> 128, Relu, 3x3 128 -> 32
-    (padding 1) over `hw` x `hw` pixels, seeded random weights `wone` and
-    `wthree`."""
-    from compile_runs import typed_model
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    weights = [
-        numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
-        for name, shape in (("wone", (128, c, 1, 1)), ("wthree", (32, 128, 3, 3)))
-    ]
-    nodes = [
-        helper.make_node("Relu", ["x"], ["r"], name="relu1"),
-        helper.make_node("Conv", ["r", "wone"], ["h"], name="conv1"),
-        helper.make_node("Relu", ["h"], ["hr"], name="relu2"),
-        helper.make_node("Conv", ["hr", "wthree"], ["y"], name="conv3", pads=[1] * 4),
-    ]
-    x = ("x", TensorProto.FLOAT, [1, c, hw, hw])
-    return typed_model(nodes, [x], [("y", TensorProto.FLOAT, [1, 32, hw, hw])], weights)
 
 
 def test_a_dense_layer_splits_its_3x3_by_output_channels(monkeypatch):
@@ -547,21 +503,46 @@ def test_a_dense_layer_splits_its_3x3_by_output_channels(monkeypatch):
     fewer timed cycles (7,672 -> 6,980 when written; 5,798 -> 5,516 since
     the row parts, loading all 147 KB, cut their tile along the output
     channels too, `tile_cost.CUT_WEIGHTS`, session 59)."""
-    from compile_runs import only_output, timed_cycles
+    from compile_runs import dense_layer_model, loaded_elements, only_output, timed_cycles
 
     from nem.compile import compile_onnx, engines
 
-    model = _dense_layer(7, 512)
+    model = dense_layer_model(7, 512)
     new = compile_onnx(model, device="npm_pro_x1")
     monkeypatch.setattr(engines, "WHOLE_SAVES", float("inf"))
     old = compile_onnx(model, device="npm_pro_x1")
 
-    assert _loaded(new.nem, "wthree") == 3 * 3 * 128 * 32  # each weight loaded once
-    assert _loaded(old.nem, "wthree") == 4 * 3 * 3 * 128 * 32
+    assert loaded_elements(new.nem, "wthree") == 3 * 3 * 128 * 32  # each weight loaded once
+    assert loaded_elements(old.nem, "wthree") == 4 * 3 * 3 * 128 * 32
     assert np.array_equal(
         only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
     )
     assert timed_cycles(new.nem) < 0.97 * timed_cycles(old.nem)
+
+
+def test_a_cut_whose_one_tile_l1_retiles_gives_way_to_its_retiling(monkeypatch):
+    """DenseNet-121's 28x28 1x1 160 -> 128 (after a Relu, before a 3x3):
+    `tile_cost.channel_cut` cuts each engine's part of 7 rows, one tile,
+    in 4 tiles of 32 output channels, the part's whole input hoisted
+    ahead of the tile loop.  That one tile does not fit L1 once measured:
+    L1 re-tiles it in 4 tiles of 7 columns, the weights hoisted instead
+    (fewer bytes), and `tile_cost.retiled_wins` prefers that (no more tiles,
+    fewer estimated cycles; D-COMPILE-TILE-TIME, session 60).  Against the
+    cut (`retiled_wins` refusing, as session 59 ran it): the same output
+    bits (no reduction loop is cut either way), race-free under random
+    schedules, `nem-verify` clean, fewer timed cycles (15,993 -> 15,489)."""
+    from compile_runs import dense_layer_model, only_output, timed_cycles
+
+    from nem.compile import compile_onnx
+
+    model = dense_layer_model(28, 160)
+    new = compile_onnx(model, device="npm_pro_x1")
+    monkeypatch.setattr(tile_cost, "retiled_wins", lambda *args: False)
+    old = compile_onnx(model, device="npm_pro_x1")
+    assert np.array_equal(
+        only_output(new, model, 2).view(np.uint32), only_output(old, model, 0).view(np.uint32)
+    )
+    assert timed_cycles(new.nem) < 0.98 * timed_cycles(old.nem)
 
 
 def test_a_max_pool_keeps_its_row_split(monkeypatch):

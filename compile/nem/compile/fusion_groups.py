@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from mlir import ir
 
 from nem.compile.conv_forms import FORMS, RANK, Form
+from nem.compile.hoist import VIEWS
 from nem.compile.linalg_ir import (
     FUSED_TYPES,
     all_parallel,
@@ -193,7 +194,8 @@ def _epilogue(
     others = [v for v in ins if v != prev]
     for y in others:  # nothing between the convolution and `op` touches an input
         if y in (out,) or any(
-            (u.name.startswith("memref.") and not _copied_from(u, y)) or _between(u, conv, op)
+            (u.name.startswith("memref.") and not (_copied_from(u, y) or _read_view(u, conv, op)))
+            or _between(u, conv, op)
             for u in users_of(y)
         ):
             return None
@@ -211,6 +213,30 @@ def _copied_from(u: ir.Operation, y: ir.Value) -> bool:
     either)."""
     reads: bool = u.name == "memref.copy" and u.operands[0] == y and u.operands[1] != y
     return reads
+
+
+def _read_view(u: ir.Operation, conv: ir.Operation, op: ir.Operation) -> bool:
+    """`u` is a view whose users only read it (linalg ops taking it as an
+    input, views of it likewise, copies from it), none between `conv` and
+    `op`: an epilogue's other input read that way is not written before the
+    epilogue, so the fused op can read it at the convolution's place.
+    ShuffleNet's residual Sum reads its unit's input, which the unit's first
+    grouped convolution reads through a `memref.expand_shape`: the Sum and
+    the Relu after it were not fused, two round trips of the tensor through
+    DDR per unit (session 60)."""
+    if u.name not in VIEWS:
+        return False
+    v = u.results[0]
+    for r in users_of(v):
+        if r.name in VIEWS:
+            ok = _read_view(r, conv, op)
+        elif r.name.startswith("linalg."):
+            ok = v not in operand_segments(r)[1] and not _between(r, conv, op)
+        else:
+            ok = _copied_from(r, v)
+        if not ok:
+            return False
+    return True
 
 
 def _broadcast(m: ir.AffineMap, shape: Sequence[int]) -> bool:
@@ -321,3 +347,15 @@ def find_groups(fn: ir.Operation) -> list[Group]:
             if g is not None:
                 groups.append(g)
     return groups
+
+
+def tile_steps(fn: ir.Operation, ops: list[ir.Operation]) -> dict[int, int]:
+    """Index in `ops` -> the elementwise ops each tile of that convolution
+    runs on its output after it when fused (D-COMPILE-FUSE-L1: its bias
+    broadcast, each epilogue body's ops), for `tile_cost.channel_cut`'s
+    per-tile chain."""
+    index = {op: k for k, op in enumerate(ops)}
+    return {
+        index[g.conv]: 1 + sum(len(body_of(e).operations) - 1 for e in g.epilogues)
+        for g in find_groups(fn)
+    }

@@ -37,6 +37,7 @@ from mlir import ir
 from nem.compile.fusion import FUSE, broadcast_inputs, epilogue_steps
 from nem.compile.hoist import varies
 from nem.compile.nest_ir import ops_named, owner_op, scf_trips
+from nem.compile.plan import Plan
 from nem.compile.target import FAST_SPACE
 from nem.compile.tile_time import DMA_BYTES, NMU_MACS
 from nem.dialect.semantics.clamp import clamp_matches_min_max
@@ -550,6 +551,26 @@ def fit(
     if need is None:
         return sizes
     raise DoesNotFit(need, capacity, sizes)
+
+
+def one_tile_retiled(
+    plan: Plan, budget: int, capacity: int, tile: Callable[[list[int]], Need]
+) -> Plan:
+    """`plan`, or where `tile_cost.channel_cut` cut a part of one tile
+    (`plan.one_tile`) and that one tile does not fit `capacity` once
+    measured (`tile`), the plan of the tiles `fit` makes of it where
+    `plan.retiled` prefers them to the cut (D-COMPILE-TILE-TIME, session
+    60): the cut was priced against a one tile that never runs."""
+    whole, prefer = plan.one_tile, plan.retiled
+    if whole is None or prefer is None or tile(whole).over(capacity) is None:
+        return plan
+    uncut = plan.whole(budget)
+    assert uncut.resize is not None
+    try:
+        sizes = fit(budget, capacity, uncut.resize, tile)
+    except DoesNotFit:
+        return plan
+    return uncut if prefer(sizes) else plan
 
 
 def too_big(

@@ -366,12 +366,11 @@ def channel_cut(
     convolutions and epilogues share the engine's units: where the compute
     is the part's bulk (DenseNet-121's 28x28 1x1s, 196 pixels a part, with
     a bias, Mul, Add and Relu per tile) the cut gains nothing.  Those are
-    cut again since their tiles are priced over two NMUs, and run slower
-    (n157 5,336 -> 6,350 cycles, session 59): the one tile they are
-    compared with is re-tiled by the L1 plan, its input streamed beside
-    the convolution, where the cut loads the whole input first; not yet
-    priced here.  The cut loop is no reduction loop: each output's sum is
-    the same, bit for bit."""
+    cut again since their tiles are priced over two NMUs (session 59), but
+    the one tile they are compared with does not fit L1 once measured: the
+    tiles L1 makes of it run instead where `retiled_wins` prefers them
+    (`l1_plan.one_tile_retiled`, session 60).  The cut loop is no
+    reduction loop: each output's sum is the same, bit for bit."""
     pick = [int(x) for x in sizes]
     if not band.extents or any(e < 1 for e in band.extents) or not is_contraction(band):
         return pick
@@ -413,6 +412,35 @@ def channel_cut(
     if summed > 1 and (pinned or _reads(model, R[-1], rows[best])[1] < CUT_WEIGHTS):
         return pick  # a window's, pinned or its weights loaded beside the layer before
     return rows[best] if est[best] <= CUT_GAIN * est[-1] else pick
+
+
+def retiled_wins(
+    band: Band,
+    cut: Sequence[int],
+    parts: dict[int, list[int]] | None,
+    dmas: int,
+    retiled: Sequence[int],
+) -> bool:
+    """Whether `retiled`, the tiles L1 makes of an engine part's one tile
+    that `channel_cut` cut into `cut` (the one tile did not fit L1 once
+    measured, D-COMPILE-L1), are to run instead of the cut: no more tiles
+    a part than the cut, and fewer estimated cycles (`part_cycles`;
+    D-COMPILE-TILE-TIME, session 60).  DenseNet-121's 28x28 1x1s (parts of
+    7 rows, 128 output channels) are cut in 4 tiles of 32 channels, their
+    input (125-175 KB) hoisted ahead of the tile loop; L1 re-tiles their
+    one tile in 4 tiles of 7 columns, their weights (80-114 KB) hoisted
+    instead: n157 ran 6,350 cut, 5,336 re-tiled.  More tiles lose where the
+    estimate says they gain (Inception v2's 28x28 1x1s re-tiled in 14
+    tiles of 2 columns against 8 of the cut, estimated 0.82 of its cycles:
+    n81 1,906 -> 3,344, the model +0.8%), and so does a re-tiling that
+    reloads the weights per row (Inception v1's 13x13 1x1s: estimated 2.8x
+    the cut, n53 4,760 -> 13,950)."""
+    L = np.array([max((parts or {}).get(i, [e])) for i, e in enumerate(band.extents)])
+    tiles = [int(np.prod(-(-L // np.minimum(s, L)))) for s in (retiled, cut)]
+    if tiles[0] > tiles[1]:
+        return False
+    mine, theirs = (part_cycles(band, s, parts, dmas) for s in (retiled, cut))
+    return mine is not None and theirs is not None and mine < theirs
 
 
 def _hoisted_share(model: _Model, one: np.ndarray, cut: list[int]) -> float:

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from mlir import ir
@@ -61,7 +62,7 @@ from mlir.dialects import arith, linalg, memref
 from mlir.dialects.transform import interpreter
 from mlir.passmanager import PassManager
 
-from nem.compile import zero_init
+from nem.compile import fusion_groups, zero_init
 from nem.compile.l1_plan import Need
 from nem.compile.plan import Plan
 from nem.compile.target import FAST_SPACE, variant_types
@@ -178,7 +179,8 @@ def _plan_ops(
     forced = dict(options.op_tile_sizes)
     shares = dict(options.op_l1_scales)
     uncut: dict[int, list[int]] = {}  # op -> its sizes before `channel_cut`
-    steps = _epilogue_steps(fn, ops) if options.fuse else {}
+    retiled: dict[int, Callable[[list[int]], bool]] = {}  # op -> `tile_cost.retiled_wins`
+    steps = fusion_groups.tile_steps(fn, ops) if options.fuse else {}
     one_tile: dict[int, bool] = {}  # contraction -> every part one tile
     chooses = replace(options, tile_sizes=None)  # the compiler's own sizes (`Plan.own`)
 
@@ -250,6 +252,7 @@ def _plan_ops(
             )
             if sizes != whole_sizes:
                 uncut[len(out)] = whole_sizes
+                retiled[len(out)] = partial(tile_cost.retiled_wins, band, sizes, parts, dmas)
         if nest_ir.is_contraction(band):
             lengths = [max((parts or {}).get(i, [e])) for i, e in enumerate(band.extents)]
             one_tile[len(out)] = all(s >= x for s, x in zip(sizes, lengths))
@@ -303,42 +306,16 @@ def _plan_ops(
             out.append(earlier.plans[k])
             turn, clock = earlier.after[k]
         else:
-            out.append(plan_of(op, key))
+            plan = plan_of(op, key)
+            if plan is not None and k in uncut:
+                plan = replace(plan, one_tile=uncut[k], retiled=retiled[k])
+            out.append(plan)
         if k in one_tile:
-            if one_tile[k] and last in uncut:
-                out[last] = _uncut(out[last], uncut[last], budget)
+            if one_tile[k] and last in uncut and (cut := out[last]) is not None:
+                out[last] = cut.whole(budget)
             last = k
         after.append((turn, clock))
     return Planned(out, after, unwritten)
-
-
-def _epilogue_steps(fn: ir.Operation, ops: list[ir.Operation]) -> dict[int, int]:
-    """Op index -> the elementwise ops each tile of that convolution runs on
-    its output after it when fused (D-COMPILE-FUSE-L1: its bias broadcast,
-    each epilogue body's ops), for `tile_cost.channel_cut`'s per-tile chain."""
-    from nem.compile.fusion_groups import find_groups
-    from nem.compile.linalg_ir import body_of
-
-    index = {op: k for k, op in enumerate(ops)}
-    return {
-        index[g.conv]: 1 + sum(len(body_of(e).operations) - 1 for e in g.epilogues)
-        for g in find_groups(fn)
-    }
-
-
-def _uncut(plan: Plan | None, sizes: list[int], budget: int) -> Plan | None:
-    """`plan` with its one tile a part again (`sizes`, for the first L1
-    budget) where `tile_cost.channel_cut` cut it and the next contraction
-    is one tile a part: the cut's tile loop would hold back that one's
-    copies until its last iteration is issued (session 45)."""
-    if plan is None or plan.resize is None:
-        return plan
-    again = plan.resize
-
-    def resize(b: int) -> list[int]:
-        return list(sizes) if b == budget else again(b)
-
-    return replace(plan, sizes=list(sizes), resize=resize)
 
 
 def _parts(band: Band, split: Split | None) -> dict[int, list[int]] | None:
@@ -660,6 +637,7 @@ def _tile_op(
             return known[0]
 
         budget, capacity = tiling.l1_budget(device, options.pipeline), device.topology.l1_size_bytes
+        plan = l1_plan.one_tile_retiled(plan, budget, capacity, tile)
         assert plan.resize is not None
         try:
             sizes = l1_plan.fit(budget, capacity, plan.resize, tile)
