@@ -197,7 +197,12 @@ def _write_source_in_place(
     `tensor.empty` it replaces was) instead of its `tensor.empty`."""
     from mlir.dialects import tensor
 
-    root = producer_root(source, ir)
+    reshapes = []  # from the source back to the value its producer computes
+    value = source
+    while not isinstance(value.owner, ir.Block) and value.owner.name in RESHAPES:
+        reshapes.append(value.owner)
+        value = value.owner.operands[0]
+    root = producer_root(value, ir)
     if root is None:
         return
     user, number = root
@@ -205,10 +210,24 @@ def _write_source_in_place(
     ones = [1] * len(sizes)
     with ir.InsertionPoint(empty), empty.location:
         view = tensor.extract_slice(source.type, padded, [], [], [], low, sizes, ones)
+        for op in reshapes:  # each undone: the producer computes the interior's bytes
+            before = ir.RankedTensorType(op.operands[0].type)
+            groups = [[ir.IntegerAttr(i).value for i in g] for g in op.attributes["reassociation"]]
+            if op.name == "tensor.collapse_shape":
+                view = tensor.expand_shape(before, view, groups, [], list(before.shape))
+            else:
+                view = tensor.collapse_shape(before, view, groups)
     # every use: a concatenation's inputs computed into its slices read them
     # through extract_slices of the same tensor.empty (`concats`)
     empty.results[0].replace_all_uses_with(view)
     empty.erase()
+
+
+RESHAPES = ("tensor.collapse_shape", "tensor.expand_shape")
+"""Views of the same bytes between a padded source and its producer
+(`_write_source_in_place` follows them): ShuffleNet's channel shuffle, a
+transpose of the channels split in two dimensions, merged back before its
+padded depthwise convolution (D-COMPILE-LAYOUT, session 60)."""
 
 
 def strips(low: list[int], inner: list[int], reach: list[int]) -> list[tuple[list[int], list[int]]]:

@@ -482,7 +482,51 @@ def reshape(imp: Importer, node: Node) -> None:
     if c is not None:
         imp.set_const(node.outputs[0], c.reshape(dims))
         return
-    imp.define(node.outputs[0], emit.reshape(imp.logical(imp.tensor(node.input(0))), dims))
+    x = imp.tensor(node.input(0))
+    order, out = reshape_orders(x.shape, x.perm, dims)
+    imp.define(node.outputs[0], emit.reshape(imp.in_perm(x, order), [dims[d] for d in out]), out)
+
+
+def reshape_orders(
+    shape: Sequence[int], perm: Sequence[int], dims: Sequence[int]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """For a Reshape of a value of logical `shape` held in order `perm`
+    (D-COMPILE-LAYOUT) to `dims`: the order to hold the source in and the
+    order of the result, so that the Reshape is a view of the same bytes.
+    The logical dimensions are cut into groups that the Reshape merges or
+    splits (each group's product is the same on both sides); each group's
+    dimensions are laid out in their logical order, the groups in the
+    order their dimensions have in `perm`.  Where every group's dimensions
+    already lie so (size-1 dimensions anywhere), the source moves no data:
+    ShuffleNet's channel shuffle (NHWC C -> g x C/g, a Transpose, C/g x g
+    -> C) made three copies through the logical order; now one, the
+    swap of the two channel dimensions, and the result NHWC for the next
+    convolution (session 60).  The logical order where `perm` is."""
+    ident = tuple(range(len(shape)))
+    if tuple(perm) == ident or 0 in shape or 0 in dims:
+        return ident, tuple(range(len(dims)))
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(shape) or j < len(dims):
+        a, b, pa, pb = [], [], 1, 1
+        if i < len(shape):
+            a, pa, i = [i], shape[i], i + 1
+        if j < len(dims):
+            b, pb, j = [j], dims[j], j + 1
+        while pa != pb:
+            if pa < pb:
+                a, pa, i = [*a, i], pa * shape[i], i + 1
+            else:
+                b, pb, j = [*b, j], pb * dims[j], j + 1
+        groups.append((a, b))
+    at = {d: k for k, d in enumerate(perm)}
+
+    def first(src: list[int]) -> int:
+        big = [at[d] for d in src if shape[d] != 1]
+        return min(big or [at[d] for d in src] or [-1])
+
+    groups.sort(key=lambda g: first(g[0]))
+    return tuple(d for a, _ in groups for d in a), tuple(d for _, b in groups for d in b)
 
 
 def transpose(imp: Importer, node: Node) -> None:
