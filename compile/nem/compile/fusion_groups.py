@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from mlir import ir
 
 from nem.compile.conv_forms import FORMS, RANK, Form
-from nem.compile.hoist import VIEWS
 from nem.compile.linalg_ir import (
     FUSED_TYPES,
     all_parallel,
@@ -137,20 +136,38 @@ RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
 """Views that only regroup a buffer's dimensions (D-COMPILE-FUSE-L1)."""
 
 
-def _only_read(v: ir.Value, skip: Sequence[ir.Operation]) -> bool:
+def _only_read(
+    v: ir.Value,
+    skip: Sequence[ir.Operation],
+    apart: tuple[ir.Operation, ir.Operation] | None = None,
+) -> bool:
     """Every user of `v` but `skip` is a linalg op reading it (not writing),
     directly or through a reshaping view whose users only read it (session
     29: a depthwise convolution's output read by the next grouped one through
-    the view that splits its channels in groups, ShuffleNet's)."""
+    the view that splits its channels in groups, ShuffleNet's), none
+    strictly between the two ops `apart` (when given)."""
     for u in users_of(v):
         if any(u == s for s in skip):
             continue
         if u.name in RESHAPES:
-            if not _only_read(u.results[0], ()):
+            if not _only_read(u.results[0], (), apart):
                 return False
         elif not u.name.startswith("linalg.") or v in operand_segments(u)[1]:
             return False
+        elif apart is not None and _between(u, *apart):
+            return False
     return True
+
+
+def _read_view(u: ir.Operation, conv: ir.Operation, op: ir.Operation) -> bool:
+    """`u` is a reshaping view whose users only read it, none between `conv`
+    and `op`: an epilogue's other input read so is not written before the
+    epilogue, and the fused op may read it at the convolution's place.
+    ShuffleNet's residual Sum reads its unit's input, which the unit's
+    first grouped convolution reads through a `memref.expand_shape`: the
+    Sum and the Relu after it were not fused, two round trips of the tensor
+    through DDR per unit (session 60)."""
+    return u.name in RESHAPES and _only_read(u.results[0], (), (conv, op))
 
 
 def _epilogue(
@@ -213,30 +230,6 @@ def _copied_from(u: ir.Operation, y: ir.Value) -> bool:
     either)."""
     reads: bool = u.name == "memref.copy" and u.operands[0] == y and u.operands[1] != y
     return reads
-
-
-def _read_view(u: ir.Operation, conv: ir.Operation, op: ir.Operation) -> bool:
-    """`u` is a view whose users only read it (linalg ops taking it as an
-    input, views of it likewise, copies from it), none between `conv` and
-    `op`: an epilogue's other input read that way is not written before the
-    epilogue, so the fused op can read it at the convolution's place.
-    ShuffleNet's residual Sum reads its unit's input, which the unit's first
-    grouped convolution reads through a `memref.expand_shape`: the Sum and
-    the Relu after it were not fused, two round trips of the tensor through
-    DDR per unit (session 60)."""
-    if u.name not in VIEWS:
-        return False
-    v = u.results[0]
-    for r in users_of(v):
-        if r.name in VIEWS:
-            ok = _read_view(r, conv, op)
-        elif r.name.startswith("linalg."):
-            ok = v not in operand_segments(r)[1] and not _between(r, conv, op)
-        else:
-            ok = _copied_from(r, v)
-        if not ok:
-            return False
-    return True
 
 
 def _broadcast(m: ir.AffineMap, shape: Sequence[int]) -> bool:
