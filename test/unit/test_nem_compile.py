@@ -513,8 +513,12 @@ def test_transform_recipe_in_docs():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "compile.md").read_text()
     recipe = re.search(r"```mlir\n(module attributes \{transform.*?)```", doc, re.S)
     assert recipe is not None
-    assert recipe.group(1).strip() == script([(1, Plan([4, 128, 64], [3, 48, 64], [0]), False, 3)])
-    split = script([(1, Plan([4, 128, 64], [3, 48, 64], [0, 1], split_dim=1, chunk=64), False, 3)])
+    assert recipe.group(1).strip() == script(
+        [(1, Plan([4, 128, 64], [3, 48, 64], [0]), False, (0, 1, 2))]
+    )
+    split = script(
+        [(1, Plan([4, 128, 64], [3, 48, 64], [0, 1], split_dim=1, chunk=64), False, (0, 1, 2))]
+    )
     assert "transform.structured.split %op1 after 64 {dimension = 1}" in split
     assert "memory_space = 3 : i64" in split
     from nem.compile.transform import split_script

@@ -23,7 +23,8 @@ is generalized to `linalg.generic` first.  Each tile's operands are staged in L1
 (an L1 allocation seen through `memref.view`, `linalg.copy` in and out:
 D-LOW-VIEW), before peeling, so both the full and the peeled tiles are
 staged; an op whose loops fit L1 whole is tiled as one tile to be staged
-too.
+too.  A `linalg.transpose` stages its output only: each tile reads its
+permuted box from where the input is, one transfer (D-LOW-GENERIC-COPY).
 
 Engines (D-COMPILE-ENGINES, as on the affine route): the op whose nest the
 affine route would split over N engines (`nem.compile.engines.choose_split`
@@ -339,15 +340,16 @@ def op_keys(ops: list[ir.Operation]) -> list[str]:
     return keys
 
 
-def script(plans: list[tuple[int, Plan, bool, int]], keep: tuple[str, ...] = ()) -> str:
+def script(plans: list[tuple[int, Plan, bool, tuple[int, ...]]], keep: tuple[str, ...] = ()) -> str:
     """The transform module tiling op `nem_tile = K` of each (K, plan,
-    generalize first, operands): split over the engines, then each part
-    tiled, its tile's operands staged in its engine's L1 (`structured.promote`
-    into memory space FAST_SPACE + engine), then peeled.  `keep`: unit
+    generalize first, the operands to stage): split over the engines, then
+    each part tiled, those operands of its tile staged in its engine's L1
+    (`structured.promote` into memory space FAST_SPACE + engine), then
+    peeled.  `keep`: unit
     attributes of the ops that `structured.generalize` drops (it keeps
     none), annotated on the generic op again (`zero_init.MARK`)."""
     lines = [*_HEADER]
-    for k, plan, generalize, operands in plans:
+    for k, plan, generalize, staged in plans:
         match = f"%op{k}_m" if generalize else f"%op{k}"
         lines.append(_match(match, k))
         if generalize:
@@ -360,7 +362,7 @@ def script(plans: list[tuple[int, Plan, bool, int]], keep: tuple[str, ...] = ())
         lines += split
         for j, (handle, engine) in enumerate(zip(parts, plan.engines)):
             lines += _tile_part(
-                f"{k}_{j}", handle, plan.part_extents(j), plan.sizes, operands, FAST_SPACE + engine
+                f"{k}_{j}", handle, plan.part_extents(j), plan.sizes, staged, FAST_SPACE + engine
             )
     lines += ["    transform.yield", "  }", "}"]
     return "\n".join(lines)
@@ -406,7 +408,7 @@ def _split(k: int, plan: Plan) -> tuple[list[str], list[str]]:
 
 
 def _tile_part(
-    tag: str, handle: str, extents: list[int], sizes: list[int], operands: int, space: int
+    tag: str, handle: str, extents: list[int], sizes: list[int], staged: tuple[int, ...], space: int
 ) -> list[str]:
     """Tile, promote and peel one op (or part of a split op)."""
     # a tile size equal to its loop's extent: not tiled, except that an op
@@ -421,7 +423,7 @@ def _tile_part(
         f"    %t{tag}, %l{tag}:{n} = transform.structured.tile_using_for {handle} tile_sizes "
         f"[{', '.join(map(str, tiled))}] : (!transform.any_op) -> ({results})",
         f"    %p{tag} = transform.structured.promote %t{tag} {{operands_to_promote = "
-        f"[{', '.join(map(str, range(operands)))}], memory_space = {space} : i64}} "
+        f"[{', '.join(map(str, staged))}], memory_space = {space} : i64}} "
         ": (!transform.any_op) -> !transform.any_op",
     ]
     # peel innermost first: peeling a loop invalidates the handles nested in it
@@ -585,6 +587,10 @@ def _tile_op(
     applied: list[str] = []
     zeroed = [False]  # the last attempt's tiles fill their outputs (D-COMPILE-ZERO-INIT)
     operands = len(op.operands)
+    # a transpose's input is read from where it is, each tile's permuted box
+    # copied into L1 by one transfer (D-LOW-GENERIC-COPY): staged first, it
+    # was copied in, then permuted in L1 by a second one (session 60)
+    staged = (operands - 1,) if op.name == "linalg.transpose" else tuple(range(operands))
     fill = zero_init.MARK in op.attributes
     value = op.attributes[zero_init.MARK] if fill else None  # the fill's constant
     reductions = zero_init.reductions(op) if fill else set()
@@ -609,14 +615,14 @@ def _tile_op(
             tiled = replace(plan, sizes=sizes)
             marked = zero_init.MARK in target.attributes
             keep = (zero_init.MARK,) if marked and generalize else ()
-            run = script([(0, tiled, generalize, operands)], keep)
+            run = script([(0, tiled, generalize, staged)], keep)
             if run not in seen.scripts:
                 seen.scripts[run] = parse_transform(run, target.context)
             apply_parsed(target, seen.scripts[run])
             zeroed[0] = zero_init.stage_zeros(iso.fn, value)
             if options.hoist:  # weight tiles out of the spatial loops
                 hoist.hoist_copies(iso.fn)
-            applied[:] = [script([(k, tiled, generalize, operands)], keep)]
+            applied[:] = [script([(k, tiled, generalize, staged)], keep)]
             last[:] = [o for o in iso.ops() if o not in base]
             # the markers go (the tiled ops carry the op's) as it measures
             known = seen.needs.get((before, run))
