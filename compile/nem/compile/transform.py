@@ -23,8 +23,8 @@ is generalized to `linalg.generic` first.  Each tile's operands are staged in L1
 (an L1 allocation seen through `memref.view`, `linalg.copy` in and out:
 D-LOW-VIEW), before peeling, so both the full and the peeled tiles are
 staged; an op whose loops fit L1 whole is tiled as one tile to be staged
-too.  A `linalg.transpose` stages its output only: each tile reads its
-permuted box from where the input is, one transfer (D-LOW-GENERIC-COPY).
+too.  A `linalg.transpose` stages its output only (`UNSTAGED`): each
+tile reads its permuted box from where the input is, one transfer.
 
 Engines (D-COMPILE-ENGINES, as on the affine route): the op whose nest the
 affine route would split over N engines (`nem.compile.engines.choose_split`
@@ -587,10 +587,7 @@ def _tile_op(
     applied: list[str] = []
     zeroed = [False]  # the last attempt's tiles fill their outputs (D-COMPILE-ZERO-INIT)
     operands = len(op.operands)
-    # a transpose's input is read from where it is, each tile's permuted box
-    # copied into L1 by one transfer (D-LOW-GENERIC-COPY): staged first, it
-    # was copied in, then permuted in L1 by a second one (session 60)
-    staged = (operands - 1,) if op.name == "linalg.transpose" else tuple(range(operands))
+    staged = (operands - 1,) if op.name in UNSTAGED else tuple(range(operands))
     fill = zero_init.MARK in op.attributes
     value = op.attributes[zero_init.MARK] if fill else None  # the fill's constant
     reductions = zero_init.reductions(op) if fill else set()
@@ -662,6 +659,14 @@ def _tile_op(
         finally:
             pristine.erase()
     return applied[0], zeroed[0]
+
+
+UNSTAGED = ("linalg.transpose",)
+"""Ops whose tiles stage their output only: each tile's input box, permuted,
+is copied from where the input is into L1 by one transfer
+(D-LOW-GENERIC-COPY); staged too, it was copied in, then permuted in L1 by
+a second (ShuffleNet's channel shuffle: 51,858 -> 26,460 timed cycles over
+its 16 shuffles, D-COMPILE-LAYOUT session 60)."""
 
 
 Parsed = tuple[ir.Module, ir.OpView]
