@@ -112,3 +112,32 @@ def test_a_transposes_tiles_read_their_input_where_it_is(monkeypatch):
     assert np.array_equal(got.view(np.uint32), only_output(old, model, 0).view(np.uint32))
     assert dma_bytes(new.nem) < dma_bytes(old.nem)
     assert timed_cycles(new.nem) < timed_cycles(old.nem)
+
+
+@pytest.mark.parametrize("group", [8, 1])
+def test_a_padded_conv_after_a_reshape_merging_rows_verifies(group):
+    """An outside user's Conv 4 -> 8 (1x1) -> Reshape 1x8x6x7 -> 1x8x1x42
+    -> a padded 1x3 Conv (depthwise, or dense 8 -> 4): the Conv wrote the
+    padded interior through the reshape (`pads.RESHAPES`), which
+    bufferized to a copy from a collapse-and-expand of that interior onto
+    itself; left in, its transfer's source and destination overlap and the
+    compile failed nem-verify (HAZ-02).  `pads.drop_self_copies` now erases
+    a copy from a reshaping of its own target (session 60): the program
+    verifies (compile_onnx checks it) and matches onnxruntime."""
+    rng = np.random.default_rng(1)
+    f = 8 if group == 8 else 4
+    inits = [
+        numpy_helper.from_array(rng.uniform(-1, 1, (8, 4, 1, 1)).astype(np.float32), "w"),
+        numpy_helper.from_array(np.array([1, 8, 1, 42], dtype=np.int64), "s"),
+        numpy_helper.from_array(rng.uniform(-1, 1, (f, 8 // group, 1, 3)).astype(np.float32), "m"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["a"], name="conv"),
+        helper.make_node("Reshape", ["a", "s"], ["r"], name="rows"),
+        helper.make_node("Conv", ["r", "m"], ["y"], name="pconv", group=group, pads=[0, 1, 0, 1]),
+    ]
+    x = ("x", TensorProto.FLOAT, [1, 4, 6, 7])
+    model = typed_model(nodes, [x], [("y", TensorProto.FLOAT, [1, f, 1, 42])], inits, 13)
+    result = compile_onnx(model, device="npm_pro_x1")
+    want = onnxruntime_run(model, samples.random_inputs(model, seed=2))["y"]
+    assert max_violation(only_output(result, model, 2), want) <= 1.0
