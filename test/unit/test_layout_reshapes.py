@@ -141,3 +141,28 @@ def test_a_padded_conv_after_a_reshape_merging_rows_verifies(group):
     result = compile_onnx(model, device="npm_pro_x1")
     want = onnxruntime_run(model, samples.random_inputs(model, seed=2))["y"]
     assert max_violation(only_output(result, model, 2), want) <= 1.0
+
+
+def test_a_value_and_its_transpose_each_get_their_own_nhwc_copy():
+    """Found by graph fuzzing (seed 6005): Conv(x) + Conv(Transpose(x)),
+    x square in H and W.  A Transpose shares its input's MLIR value in
+    another order, and `Importer.in_perm` cached the NHWC copy by value and
+    wanted order only, so both convs read x's copy: a wrong result, silent
+    where H = W (an internal shape error otherwise).  The cache is keyed by
+    the order held too (session 61)."""
+    rng = np.random.default_rng(3)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32), "v"),
+    ]
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], name="swap", perm=[0, 1, 3, 2]),
+        helper.make_node("Conv", ["x", "w"], ["a"], name="cx", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["t", "v"], ["b"], name="ct", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["a", "b"], ["y"], name="sum"),
+    ]
+    x = ("x", TensorProto.FLOAT, [1, 3, 6, 6])
+    model = typed_model(nodes, [x], [("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits, 13)
+    result = compile_onnx(model, device="npm_pro_x1")
+    want = onnxruntime_run(model, samples.random_inputs(model, seed=2))["y"]
+    assert max_violation(only_output(result, model, 2), want) <= 1.0

@@ -18,6 +18,7 @@ from mlir import ir
 from nem.compile.conv_forms import FORMS, RANK, Form
 from nem.compile.linalg_ir import (
     FUSED_TYPES,
+    MEMREF_RESHAPES,
     all_parallel,
     body_of,
     elem_of,
@@ -132,10 +133,6 @@ def _between(op: ir.Operation, first: ir.Operation, last: ir.Operation) -> bool:
     return between
 
 
-RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
-"""Views that only regroup a buffer's dimensions (D-COMPILE-FUSE-L1)."""
-
-
 def _only_read(
     v: ir.Value,
     skip: Sequence[ir.Operation],
@@ -149,7 +146,7 @@ def _only_read(
     for u in users_of(v):
         if any(u == s for s in skip):
             continue
-        if u.name in RESHAPES:
+        if u.name in MEMREF_RESHAPES:
             if not _only_read(u.results[0], (), apart):
                 return False
         elif not u.name.startswith("linalg.") or v in operand_segments(u)[1]:
@@ -167,7 +164,7 @@ def _read_view(u: ir.Operation, conv: ir.Operation, op: ir.Operation) -> bool:
     first grouped convolution reads through a `memref.expand_shape`: the
     Sum and the Relu after it were not fused, two round trips of the tensor
     through DDR per unit (session 60)."""
-    return u.name in RESHAPES and _only_read(u.results[0], (), (conv, op))
+    return u.name in MEMREF_RESHAPES and _only_read(u.results[0], (), (conv, op))
 
 
 def _epilogue(

@@ -14,6 +14,11 @@ convolution's group, D-COMPILE-FUSE-L1; an elementwise chain,
 D-COMPILE-FUSE-CHAIN): each fused op is the unfused ones' in their own
 type, so fusing any one float type is as exact as f32 (session 53)."""
 
+MEMREF_RESHAPES = ("memref.collapse_shape", "memref.expand_shape")
+"""Views that only regroup a buffer's dimensions: a fused op reads through
+them (D-COMPILE-FUSE-L1), a copy from one onto its own base is a self copy
+(D-COMPILE-PAD-IN-PLACE)."""
+
 
 def elem_of(v: ir.Value) -> ir.Type | None:
     """The element type of memref `v` (None: not a memref)."""

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nem.compile.linalg_ir import MEMREF_RESHAPES
 from nem.dialect.shape_rules import window_reach
 
 
@@ -87,10 +88,6 @@ def drop_self_copies(module: Any) -> int:
                 if getattr(root, "name", None) == "memref.alloc":
                     o.operation.move_after(root)
     return gone
-
-
-MEMREF_RESHAPES = ("memref.collapse_shape", "memref.expand_shape")
-"""`RESHAPES` once bufferized."""
 
 
 def _unshaped(v: Any) -> Any:

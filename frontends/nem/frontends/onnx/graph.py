@@ -374,8 +374,11 @@ class Importer:
         (`prepare.Prepared.source_opset`)."""
         self.consts: dict[str, np.ndarray] = {}
         self.vals: dict[str, TensorVal] = {}
-        self.permuted: dict[tuple[ir.Value, tuple[int, ...]], ir.Value] = {}
-        """Each value in another order, as `in_perm` made it."""
+        self.permuted: dict[tuple[ir.Value, tuple[int, ...], tuple[int, ...]], ir.Value] = {}
+        """Each value in another order, as `in_perm` made it: keyed by the
+        MLIR value, the order it holds and the order wanted, for a Transpose
+        shares its input's MLIR value in another order (`TensorVal.perm`), and
+        x and Transpose(x) each read by a Conv need two copies, not one."""
         self.graph_inputs: dict[ir.Value, str] = {}
         """Each graph input's value (a function argument) -> its ONNX name:
         its change of layout is located at the input (`LAYOUT`)."""
@@ -601,11 +604,12 @@ class Importer:
         perm = tuple(perm)
         if tv.perm == perm:
             return tv.value
-        made = self.permuted.get((tv.value, perm))
+        key = (tv.value, tuple(tv.perm), perm)
+        made = self.permuted.get(key)
         if made is None:
             name = self.graph_inputs.get(tv.value)
             with self.layout_of(name) if name is not None else nullcontext():
-                made = self.permuted[(tv.value, perm)] = self._permute(tv, perm)
+                made = self.permuted[key] = self._permute(tv, perm)
         return made
 
     def layout_of(self, name: str) -> ir.Location:
