@@ -196,6 +196,11 @@ def test_final_verify_errors_name_the_onnx_node(monkeypatch):
         lines[note],
     )
     assert lines[note + 1].startswith("copy") and "transfer.async" in lines[note + 1]
+    # the fix speaks to the compile's user, the rule's own to NEM's author as
+    # a note (session 61: an outside user read "add @memmove" as meant for them)
+    fix = next(ln for ln in lines if ln.startswith("fix: "))
+    assert "a defect of nem-compile" in fix and "--engines 1" in fix
+    assert "note: the rule's advice to NEM written by hand: add @memmove" in str(e.value)
     assert ran == [True]  # the declarations' check only
 
 

@@ -427,9 +427,26 @@ def _relocated(d: Diagnostic, what: str, at: dict[int, SourceLoc]) -> Diagnostic
     from nem.dialect.diagnostics import Diagnostic
 
     origin = at.get(d.loc.line) if d.loc is not None else None
+    notes = list(d.notes)
+    if d.fix:
+        notes.append(Diagnostic("note", f"the rule's advice to NEM written by hand: {d.fix}"))
     if origin is None:
-        return Diagnostic(d.severity, f"{what}: {d.message}", d.loc, d.rule, d.fix, d.notes)
+        return Diagnostic(d.severity, f"{what}: {d.message}", d.loc, d.rule, OWN_OUTPUT_FIX, notes)
     note = Diagnostic(
         "note", "in the lowered NEM program (written only when the compile succeeds)", d.loc
     )
-    return Diagnostic(d.severity, f"{what}: {d.message}", origin, d.rule, d.fix, [*d.notes, note])
+    return Diagnostic(
+        d.severity, f"{what}: {d.message}", origin, d.rule, OWN_OUTPUT_FIX, [*notes, note]
+    )
+
+
+OWN_OUTPUT_FIX = (
+    "nem-compile made this program, and its final check rejects it: unless the source itself "
+    "does what the rule forbids, this is a defect of nem-compile, not of the source; report it "
+    "with the source. Options that lower differently may avoid it: --engines 1, --no-pipeline, "
+    "--no-split-transfers, --no-pad-in-place, --no-fuse"
+)
+"""The fix line of a diagnostic of the compile's final `nem-verify`
+(D-COMPILE-VERIFY-LOC): the rule's own fix speaks to someone writing NEM by
+hand ("add @memmove or use disjoint regions"), which the user of
+nem-compile is not; it follows as a note (an outside user, session 60)."""
