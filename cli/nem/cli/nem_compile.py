@@ -139,7 +139,8 @@ def _parser() -> argparse.ArgumentParser:
         "--no-share-staged",
         action="store_true",
         help="transform route: a peeled tile stages again what its loop staged instead of "
-        "reading that buffer (D-COMPILE-SHARE-STAGED)",
+        "reading that buffer (D-COMPILE-SHARE-STAGED), and each tile of a padded border "
+        "fills a buffer of its own (D-COMPILE-FILL-TILES)",
     )
     p.add_argument(
         "--no-pad-in-place",

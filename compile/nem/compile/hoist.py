@@ -170,18 +170,25 @@ def _staging(cp: ir.Operation) -> tuple[ir.Operation, ir.Operation] | None:
     view = owner_op(cp.operands[1])
     if view is None or view.name != "memref.view" or view.parent != cp.parent:
         return None
+    alloc = staged_buffer(view)
+    return None if alloc is None else (alloc, view)
+
+
+def staged_buffer(view: ir.Operation) -> ir.Operation | None:
+    """The allocation a `memref.view` views at a constant offset: a static
+    fast-memory `memref.alloc` in the view's block; else None."""
     alloc = owner_op(view.operands[0])
-    if alloc is None or alloc.name != "memref.alloc" or alloc.parent != cp.parent:
+    if alloc is None or alloc.name != "memref.alloc" or alloc.parent != view.parent:
         return None
     space = ir.MemRefType(alloc.results[0].type).memory_space
     if len(alloc.operands) or space is None or ir.IntegerAttr(space).value < FAST_SPACE:
         return None
     if len(view.operands) != 2 or not _is_const(view.operands[1]):
         return None
-    return alloc, view
+    return alloc
 
 
-def _dealloc(alloc: ir.Operation) -> ir.Operation | None:
+def dealloc_of(alloc: ir.Operation) -> ir.Operation | None:
     """The one `memref.dealloc` of `alloc`, in its block; else None."""
     frees = [_op(u.owner) for u in alloc.results[0].uses if _op(u.owner).name == "memref.dealloc"]
     if len(frees) != 1 or frees[0].parent != alloc.parent:
@@ -232,7 +239,7 @@ def _share_group(
     removed = 0
     kept: list[tuple[ir.Operation, ...]] = []
     for cp, alloc, view in group:
-        free = _dealloc(alloc)
+        free = dealloc_of(alloc)
         if free is None or not _only_read(alloc.results[0], fn, {cp, free}):
             continue
         src = cp.operands[0]
@@ -255,7 +262,7 @@ def _share_group(
         changed = {_top(_op(u.owner), cp.block) for u in view.results[0].uses} | {free}
         position = [(op, at.pop(op)) for op in changed if op is not None]
         view.results[0].replace_all_uses_with(keep_view.results[0])
-        keep_free = _dealloc(keep_alloc)
+        keep_free = dealloc_of(keep_alloc)
         assert keep_free is not None
         free.operands[0] = keep_alloc.results[0]
         at.update(position)

@@ -69,7 +69,9 @@ class CompileOptions:
     share_staged: bool = True
     """Transform route: a peeled partial tile reads the buffer its loop
     staged instead of staging the same source again
-    (D-COMPILE-SHARE-STAGED); `nem-compile --no-share-staged` stages again."""
+    (D-COMPILE-SHARE-STAGED), and a padded border's fill tiles of one engine
+    share one filled buffer (D-COMPILE-FILL-TILES); `nem-compile
+    --no-share-staged` stages again."""
     split_units: bool = False
     """Transform route: split tile loops' large copies over the engine's DMAs
     in the tile stage (`--split-units`, D-COMPILE-SPLIT-OPT): every slice is

@@ -450,7 +450,7 @@ def tile_module(
     """Tile `entry`'s linalg ops in place, spread over `engines`; returns the
     transform scripts run (the split script of each round of
     privatization, then the tiling one)."""
-    from nem.compile import dma_split, hoist, nmu_split
+    from nem.compile import dma_split, fill_tiles, hoist, nmu_split
     from nem.compile.checkpoints import checkpoint
     from nem.compile.lower import xdsl_context
     from nem.compile.nest_ir import run_on_nest
@@ -543,6 +543,7 @@ def tile_module(
     # on the canonical IR, where the peel is straight-line code beside the loop
     if options.share_staged:
         hoist.share_copies(entry)
+        fill_tiles.share_fill_tiles(entry)  # a border's fill tiles (D-COMPILE-FILL-TILES)
     module.operation.verify()
     # large convolutions over the engine's NMUs (D-COMPILE-NMU-SPLIT): the
     # straight-line ones always, the tile loops' unless `--no-split-nmus`;
