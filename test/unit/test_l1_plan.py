@@ -105,21 +105,66 @@ def test_measure_strips_markers_of_top_level_ops_and_still_finds_them():
     assert need(("mark",)) == (kept[0], False)
 
 
-def test_fit_shrinks_until_it_fits_and_says_when_it_cannot():
-    tried = []
+def _linear(per: int):
+    """A fake op needing `per` bytes per unit of its one size, sized `budget //
+    100` by the footprint model: (sizes_for, tile, the sizes tiled)."""
+    tried: list[list[int]] = []
 
     def tile(sizes):
         tried.append(list(sizes))
-        return l1_plan.Need({2: 100 * sizes[0]})
+        return l1_plan.Need({2: per * sizes[0]})
 
-    def sizes_for(budget):
-        return [max(1, budget // 100)]
+    return (lambda budget: [max(1, budget // 100)]), tile, tried
 
+
+def test_fit_shrinks_until_it_fits_and_says_when_it_cannot():
+    sizes_for, tile, tried = _linear(100)
     assert l1_plan.fit(10_000, 3_000, sizes_for, tile) == [27]
     assert tried[0] == [100]  # the budget's sizes first
     with pytest.raises(l1_plan.DoesNotFit) as e:
         l1_plan.fit(10_000, 50, sizes_for, tile)  # one element already needs 100 bytes
     assert (e.value.need, e.value.capacity, e.value.sizes) == (100, 50, [1])
+
+
+@pytest.mark.parametrize("halve,want", [(False, [72]), (True, [50])])
+def test_fit_scales_a_compute_bound_ops_budget_by_its_overshoot_only(halve, want):
+    """`halve=False` (a compute-bound op, session 61): the budget is scaled
+    by the measured overshoot, not at least halved: 10,000 needing 1.25x
+    the capacity is tried again at 7,200, not 5,000."""
+    sizes_for, tile, _ = _linear(125)
+    assert l1_plan.fit(10_000, 10_000, sizes_for, tile, halve) == want
+
+
+def _conv_relu(hw: int, c: int) -> onnx.ModelProto:
+    """A 3x3 Conv `c` -> `c` with bias and a Relu over `hw` x `hw` pixels,
+    padding 1 (VGG-19's second layer at 224 and 64)."""
+    from compile_runs import graph_model
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.uniform(-1, 1, (c, c, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.uniform(-1, 1, (c,)).astype(np.float32), "b")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["a"], name="conv", pads=[1] * 4),
+        helper.make_node("Relu", ["a"], ["y"], name="relu"),
+    ]
+    return graph_model(nodes, [1, c, hw, hw], [w, b], opset=17)
+
+
+def test_a_compute_bound_conv_is_retiled_for_its_overshoot(monkeypatch):
+    """A 3x3 convolution of 64 channels with bias and Relu over 112x112: its
+    first tiles (all 64 output channels) need more L1 than the footprint
+    model counts (the fused epilogue's tiles) and are tiled again.  Halving
+    the budget took tiles of 32 channels, whose weights are loaded per tile;
+    scaled by the overshoot (`compute_bound_op`), the tiles keep the 64
+    channels, weights loaded once: fewer timed cycles, verified (compile_onnx
+    checks the program)."""
+    from compile_runs import timed_cycles
+
+    model = _conv_relu(112, 64)
+    new = compile_onnx(model, device="npm_pro_x1")
+    monkeypatch.setattr(l1_plan, "compute_bound_op", lambda *args: False)
+    old = compile_onnx(model, device="npm_pro_x1")
+    assert timed_cycles(new.nem) < 0.9 * timed_cycles(old.nem)
 
 
 def test_fit_goes_on_while_the_sizes_step_coarsely():

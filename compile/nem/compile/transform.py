@@ -644,7 +644,10 @@ def _tile_op(
         plan = l1_plan.one_tile_retiled(plan, budget, capacity, tile)
         assert plan.resize is not None
         try:
-            sizes = l1_plan.fit(budget, capacity, plan.resize, tile)
+            halve = not l1_plan.compute_bound_op(
+                pristine, macs, device.units("NMU"), device.units("DMA")
+            )
+            sizes = l1_plan.fit(budget, capacity, plan.resize, tile, halve)
             l1_plan.refuse_narrow_cut(pristine, plan.narrow, plan.extents, sizes, device)
         except l1_plan.DoesNotFit as e:
             own, forced = plan.own, options.tile_sizes
