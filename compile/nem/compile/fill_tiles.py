@@ -156,15 +156,20 @@ def share(run: list[FillTile]) -> int:
     for tile in run:  # the run's first op: its first tile's first op
         if tile.alloc.is_before_in_block(first):
             first = tile.alloc
-    gone = 0
-    for group in groups.values():
-        if len(group) < MIN_SHARED:
-            continue
-        keep = max(group, key=lambda t: t.bytes)  # the first of the largest
+    shared = [
+        (group, max(group, key=lambda t: t.bytes))  # the first of the largest
+        for group in groups.values()
+        if len(group) >= MIN_SHARED
+    ]
+    # every kept tile moved before any tile goes: `first` may be one that goes
+    # (an outside user's 2x2 Conv with pads [1, 0, 2, 1], session 61)
+    for _, keep in shared:
         if keep.alloc != first:  # (else it is where it goes)
             for op in (keep.alloc, keep.view, keep.fill):
                 op.move_before(first)
             _dominate(keep, first)
+    gone = 0
+    for group, keep in shared:
         for tile in group:
             if tile is keep:
                 continue
