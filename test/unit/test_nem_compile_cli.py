@@ -200,6 +200,31 @@ def test_cli_says_when_the_mlir_extra_is_missing(tmp_path):
     assert "needs the upstream MLIR Python bindings (the 'mlir' extra)" in r.stderr
 
 
+def test_an_internal_error_names_its_stage_and_the_options_that_may_avoid_it(tmp_path):
+    """A bug in a stage (simulated: the tile stage's fill-tile sharing
+    raises) is one line, exit 2, no traceback, with notes: the stage and the
+    model, and the options that turn one transformation off (an outside
+    user, session 61: the crash named neither, and `--no-share-staged`
+    avoided it)."""
+    onnx.save(samples.mlp(), tmp_path / "m.onnx")
+    code = (
+        "import sys; from nem.compile import fill_tiles\n"
+        "def boom(fn): raise RuntimeError('the operation has been invalidated')\n"
+        "fill_tiles.share_fill_tiles = boom\n"
+        "from nem.cli.nem_compile import main; main(sys.argv[1:])"
+    )
+    args = [str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.nemb"), "--no-progress"]
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.splitlines() == [
+        "nem-compile: internal error: RuntimeError: the operation has been invalidated",
+        f"note: in nem-compile's stage 'tile', compiling {tmp_path / 'm.onnx'}",
+        "note: options that turn one transformation off may avoid it: --engines 1, "
+        "--no-pipeline, --no-split-transfers, --no-pad-in-place, --no-fuse, --no-share-staged",
+        "This is a bug in nem-compile; rerun with NEM_TRACEBACK=1 for the traceback.",
+    ]
+
+
 @pytest.mark.slow  # 5 s
 def test_mlir_input(tmp_path):
     src = tmp_path / "mm.mlir"

@@ -88,8 +88,9 @@ def guarded_main(
             print(f"{prog}: interrupted", file=sys.stderr)
             code = 130
         else:  # a bug, never a user error: no traceback unless asked
+            notes = "".join(f"note: {n}\n" for n in getattr(e, "__notes__", ()))
             print(
-                f"{prog}: internal error: {type(e).__name__}: {e}\n"
+                f"{prog}: internal error: {type(e).__name__}: {e}\n{notes}"
                 f"This is a bug in {prog}; rerun with NEM_TRACEBACK=1 for the traceback.",
                 file=sys.stderr,
             )

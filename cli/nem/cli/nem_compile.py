@@ -364,6 +364,8 @@ class _Display:
 
     def __init__(self, args: argparse.Namespace, stem: str):
         self.args, self.stem = args, stem
+        self.stage: str | None = None
+        """The stage running (an internal error names it)."""
         self.bar: Any = None
         self.task: Any = None
         if not args.no_progress and sys.stderr.isatty():
@@ -395,6 +397,7 @@ class _Display:
         from nem.compile.pipeline import STAGES
 
         if result is None:
+            self.stage = stage
             if self.bar is not None:
                 desc = next(s.description for s in STAGES if s.name == stage)
                 if self.task is not None:
@@ -488,6 +491,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"nem-compile: error: {why}", file=sys.stderr)
         return 1
     from nem.compile import CompileError, CompileOptions, compile_mlir, compile_onnx
+    from nem.compile.errors import AVOIDING_OPTIONS
 
     src = args.input
     ext = Path(src).suffix.lower()
@@ -606,6 +610,12 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return 1
+    except Exception as e:  # a bug: `guarded_main` reports it, with these notes
+        display.close()
+        where = f" '{display.stage}'" if display.stage is not None else ""
+        e.add_note(f"in nem-compile's stage{where}, compiling {src}")
+        e.add_note(f"options that turn one transformation off may avoid it: {AVOIDING_OPTIONS}")
+        raise
     display.close()
     # timed as a stage of its own: encoding DenseNet-121's .nemb takes 6 s,
     # which the stages' total left out (session 50)

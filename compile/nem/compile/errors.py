@@ -9,6 +9,16 @@ if TYPE_CHECKING:
     from nem.dialect.diagnostics import Diagnostic
 
 
+AVOIDING_OPTIONS = (
+    "--engines 1, --no-pipeline, --no-split-transfers, --no-pad-in-place, --no-fuse, "
+    "--no-share-staged"
+)
+"""The options that turn one of nem-compile's transformations off: what a
+user can try where the compiler fails on its own (its final check rejects
+its output, D-COMPILE-VERIFY-LOC; an internal error, `nem-compile`'s note)
+until the defect is fixed."""
+
+
 class CompileError(Exception):
     """A compile failure with its rendered diagnostics (stage-prefixed);
     `diagnostics`: the diagnostics themselves where the stage has a list

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 import numpy as np
 from xdsl.context import Context
 
+from nem.compile.errors import AVOIDING_OPTIONS
+
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
 
@@ -443,8 +445,7 @@ def _relocated(d: Diagnostic, what: str, at: dict[int, SourceLoc]) -> Diagnostic
 OWN_OUTPUT_FIX = (
     "nem-compile made this program, and its final check rejects it: unless the source itself "
     "does what the rule forbids, this is a defect of nem-compile, not of the source; report it "
-    "with the source. Options that lower differently may avoid it: --engines 1, --no-pipeline, "
-    "--no-split-transfers, --no-pad-in-place, --no-fuse"
+    f"with the source. Options that lower differently may avoid it: {AVOIDING_OPTIONS}"
 )
 """The fix line of a diagnostic of the compile's final `nem-verify`
 (D-COMPILE-VERIFY-LOC): the rule's own fix speaks to someone writing NEM by
