@@ -171,14 +171,22 @@ def _ceil_mode_disagreement(imp: Importer, node: Node, outs: Sequence[int]) -> N
     info = imp.inferred.get(node.outputs[0])
     if info is None or not info.type.tensor_type.HasField("shape"):
         return
+    auto = node.attrs.get("auto_pad", b"NOTSET")
+    same = (auto.decode() if isinstance(auto, bytes) else str(auto)).startswith("SAME")
+    # the one reason that applies to this node (an outside user, session 61:
+    # both, to a model of explicit pads, read as if it had auto_pad)
+    why = (
+        "under auto_pad SAME it gives ceil(in / stride)"
+        if same
+        else "a window that starts past the input is dropped"
+    )
     for axis, size in enumerate(outs):
         dim = info.type.tensor_type.shape.dim[2 + axis]
         if dim.HasField("dim_value") and dim.dim_value != size:
             raise imp.error(
                 f"not supported: with ceil_mode=1 ONNX's shape inference gives dimension "
                 f"{2 + axis} of '{node.outputs[0]}' {dim.dim_value} outputs, where the operator "
-                f"(and onnxruntime) gives {size}: a window that starts past the input is "
-                "dropped, auto_pad SAME makes ceil(in / stride) (D-COMPILE-POOL-EDGE)",
+                f"(and onnxruntime) gives {size}: {why} (D-COMPILE-POOL-EDGE)",
                 fix="give explicit pads (covering the last window) and ceil_mode=0, or strides "
                 "with which every window starts inside the input",
             )
