@@ -64,7 +64,7 @@ def _compile(model, shared: bool, monkeypatch):
     with monkeypatch.context() as m:
         # the tile stage's sharing within one border (D-COMPILE-FILL-TILES)
         # would leave this pass nothing to share: off
-        m.setattr(fill_tiles, "runs", lambda block: [])
+        m.setattr(fill_tiles, "runs", lambda *args: [])
         if not shared:
             m.setattr(share_fills, "WINDOWS", ())
         return compile_onnx(model, device=DEVICE)

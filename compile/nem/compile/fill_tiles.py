@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from mlir import ir
 
 from nem.compile.hoist import PURE, dealloc_of, staged_buffer
-from nem.compile.nest_ir import owner_op
+from nem.compile.nest_ir import as_operation, owner_op
 
 MIN_SHARED = 3
 """The fewest tiles of one key a run shares one buffer among.  Two, measured
@@ -81,11 +81,21 @@ class FillTile:
         return str(view.memory_space), str(view.element_type), self.value
 
 
-def fill_tile(copy: ir.Operation) -> FillTile | None:
-    """The fill tile whose buffer `copy` (a `linalg.copy`) copies out, if
-    its source is one: a view of a fast-memory buffer (`hoist.staged_buffer`'s
-    conditions) used only by one constant fill before the copy, the copy,
-    and the allocation's one `memref.dealloc` after it."""
+Positions = dict[ir.Operation, int]
+"""Each op of one block and its index: read once per block (`runs`), since
+`is_before_in_block` may renumber the block on each query after a move."""
+
+
+def positions(block: ir.Block) -> Positions:
+    return {as_operation(op): i for i, op in enumerate(block.operations)}
+
+
+def fill_tile(copy: ir.Operation, at: Positions) -> FillTile | None:
+    """The fill tile whose buffer `copy` (a `linalg.copy` of the block `at`
+    numbers) copies out, if its source is one: a view of a fast-memory
+    buffer (`hoist.staged_buffer`'s conditions) used only by one constant
+    fill before the copy, the copy, and the allocation's one
+    `memref.dealloc` after it."""
     view = owner_op(copy.operands[0])
     if view is None or view.name != "memref.view":
         return None
@@ -96,7 +106,7 @@ def fill_tile(copy: ir.Operation) -> FillTile | None:
     users = [u.owner for u in view.results[0].uses]
     if free is None or len(users) != 2 or len(list(alloc.results[0].uses)) != 2:
         return None
-    fill = next((_op(u) for u in users if _op(u) != copy), None)
+    fill = next((as_operation(u) for u in users if as_operation(u) != copy), None)
     if fill is None or fill.name != "linalg.generic" or len(fill.operands) != 1:
         return None
     body = fill.regions[0].blocks[0]
@@ -106,26 +116,21 @@ def fill_tile(copy: ir.Operation) -> FillTile | None:
     value = ops[0].operands[0]
     if isinstance(value.owner, ir.Block):  # a block argument: not a constant
         return None
-    if not all(op.block == copy.block for op in (fill, free)):
+    if fill not in at or free not in at:  # (in another block)
         return None
-    if not (fill.is_before_in_block(copy) and copy.is_before_in_block(free)):
+    if not at[fill] < at[copy] < at[free]:
         return None
     return FillTile(alloc, view, fill, copy, free, value)
 
 
-def _op(x: ir.Operation | ir.OpView) -> ir.Operation:
-    return x.operation if isinstance(x, ir.OpView) else x
-
-
-def runs(block: ir.Block) -> list[list[FillTile]]:
-    """The runs of `block`'s fill tiles: tiles with nothing between them but
-    other fill tiles' ops and pure ops (`hoist.PURE`: views, constants,
-    index arithmetic), in order."""
+def runs(block: ir.Block, at: Positions) -> list[list[FillTile]]:
+    """The runs of `block`'s fill tiles (`at`: its positions): tiles with
+    nothing between them but other fill tiles' ops and pure ops
+    (`hoist.PURE`: views, constants, index arithmetic), in order."""
     tiles: dict[ir.Operation, FillTile] = {}
-    for op in block.operations:
-        op = _op(op)
+    for op in at:
         if op.name == "linalg.copy" and len(op.operands) == 2:
-            tile = fill_tile(op)
+            tile = fill_tile(op, at)
             if tile is not None:
                 tiles[op] = tile
     if len(tiles) < 2:
@@ -133,8 +138,7 @@ def runs(block: ir.Block) -> list[list[FillTile]]:
     member = {o for t in tiles.values() for o in t.ops}
     found: list[list[FillTile]] = []
     run: list[FillTile] = []
-    for op in block.operations:
-        op = _op(op)
+    for op in at:
         if op in tiles:
             run.append(tiles[op])
         elif op not in member and (op.name not in PURE or len(op.regions)):
@@ -146,16 +150,16 @@ def runs(block: ir.Block) -> list[list[FillTile]]:
     return found
 
 
-def share(run: list[FillTile]) -> int:
+def share(run: list[FillTile], at: Positions) -> int:
     """Give each group of `run`'s tiles of one key (`FillTile.key`) one
-    buffer (the module doc); returns how many fills went."""
+    buffer (the module doc); returns how many fills went.  `at` numbers
+    the block before any run of it is shared: sharing moves ops only within
+    their run, so its order of a run's ops and the constants they use
+    stays right."""
     groups: dict[tuple[str, str, ir.Value], list[FillTile]] = {}
     for tile in run:
         groups.setdefault(tile.key(), []).append(tile)
-    first = run[0].alloc
-    for tile in run:  # the run's first op: its first tile's first op
-        if tile.alloc.is_before_in_block(first):
-            first = tile.alloc
+    first = min((tile.alloc for tile in run), key=at.__getitem__)  # the run's first op
     shared = [
         (group, max(group, key=lambda t: t.bytes))  # the first of the largest
         for group in groups.values()
@@ -167,7 +171,7 @@ def share(run: list[FillTile]) -> int:
         if keep.alloc != first:  # (else it is where it goes)
             for op in (keep.alloc, keep.view, keep.fill):
                 op.move_before(first)
-            _dominate(keep, first)
+            _dominate(keep, first, at)
     gone = 0
     for group, keep in shared:
         for tile in group:
@@ -182,13 +186,13 @@ def share(run: list[FillTile]) -> int:
     return gone
 
 
-def _dominate(keep: FillTile, first: ir.Operation) -> None:
+def _dominate(keep: FillTile, first: ir.Operation, at: Positions) -> None:
     """Move the constants the moved tile uses (its view's byte shift, its
     fill's value) before `first` when they are defined after it in its
     block: constants are pure, so moving them up changes nothing."""
     for v in (*keep.view.operands[1:], keep.value):
         op = owner_op(v)
-        if op is not None and op.block == first.block and first.is_before_in_block(op):
+        if op is not None and at.get(op, -1) > at[first]:
             op.move_before(keep.alloc)
 
 
@@ -206,4 +210,8 @@ def share_fill_tiles(fn: ir.Operation) -> int:
         return ir.WalkResult.ADVANCE
 
     fn.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return sum(share(run) for block in blocks for run in runs(block))
+    shared = 0
+    for block in blocks:
+        at = positions(block)
+        shared += sum(share(run, at) for run in runs(block, at))
+    return shared

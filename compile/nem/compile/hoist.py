@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from nem.compile.nest_ir import owner_op
+from nem.compile.nest_ir import as_operation, owner_op
 from nem.compile.target import FAST_SPACE
 
 LOOPS = ("scf.for", "affine.for")
@@ -50,10 +50,6 @@ VIEWS = (
     "memref.expand_shape",
     "memref.reinterpret_cast",
 )
-
-
-def _op(x: ir.Operation | ir.OpView) -> ir.Operation:
-    return x.operation if isinstance(x, ir.OpView) else x
 
 
 def root_of(v: ir.Value) -> ir.Value:
@@ -92,7 +88,7 @@ def _only_read(v: ir.Value, loop: ir.Operation, allowed: set[ir.Operation]) -> b
     stack = [v]
     while stack:
         for use in stack.pop().uses:
-            user = _op(use.owner)
+            user = as_operation(use.owner)
             if user.name in VIEWS and use.operand_number == 0:
                 stack.extend(user.results)
             elif user in allowed or not _inside(user, loop):
@@ -140,7 +136,9 @@ def _hoist_one(loop: ir.Operation, copies: list[ir.Operation]) -> ir.Operation |
         ):
             continue
         deallocs = [
-            _op(u.owner) for u in alloc.results[0].uses if _op(u.owner).name == "memref.dealloc"
+            as_operation(u.owner)
+            for u in alloc.results[0].uses
+            if as_operation(u.owner).name == "memref.dealloc"
         ]
         if len(deallocs) != 1 or deallocs[0].parent != loop:
             continue
@@ -151,7 +149,9 @@ def _hoist_one(loop: ir.Operation, copies: list[ir.Operation]) -> ir.Operation |
         for v in reversed(chain):
             for i, x in enumerate(list(v.operands)[1:], start=1):
                 if _defined_inside(x, loop):
-                    v.operands[i] = _op(owner_op(x)).clone(ir.InsertionPoint(loop)).results[0]
+                    v.operands[i] = (
+                        as_operation(owner_op(x)).clone(ir.InsertionPoint(loop)).results[0]
+                    )
         for op in lift:  # the source's subviews, constants
             op.move_before(loop)
         alloc.move_before(loop)
@@ -190,7 +190,11 @@ def staged_buffer(view: ir.Operation) -> ir.Operation | None:
 
 def dealloc_of(alloc: ir.Operation) -> ir.Operation | None:
     """The one `memref.dealloc` of `alloc`, in its block; else None."""
-    frees = [_op(u.owner) for u in alloc.results[0].uses if _op(u.owner).name == "memref.dealloc"]
+    frees = [
+        as_operation(u.owner)
+        for u in alloc.results[0].uses
+        if as_operation(u.owner).name == "memref.dealloc"
+    ]
     if len(frees) != 1 or frees[0].parent != alloc.parent:
         return None
     return frees[0]
@@ -215,7 +219,7 @@ def _unwritten_between(
     stack = [root_of(src)]
     while stack:
         for use in stack.pop().uses:
-            user = _op(use.owner)
+            user = as_operation(use.owner)
             if user.name in VIEWS and use.operand_number == 0:
                 stack.extend(user.results)
                 continue
@@ -259,7 +263,7 @@ def _share_group(
         _, keep_alloc, keep_view = prior
         # an ir.Operation hashes by its contents, operands included: the ops
         # whose operands change leave `at` before and come back after, rehashed
-        changed = {_top(_op(u.owner), cp.block) for u in view.results[0].uses} | {free}
+        changed = {_top(as_operation(u.owner), cp.block) for u in view.results[0].uses} | {free}
         position = [(op, at.pop(op)) for op in changed if op is not None]
         view.results[0].replace_all_uses_with(keep_view.results[0])
         keep_free = dealloc_of(keep_alloc)
@@ -371,7 +375,7 @@ def hoist_op(op: ir.Operation) -> int:
     around it that it does not depend on, under `hoist_copies`' conditions;
     returns how many loops it left."""
     moved = 0
-    while (loop := _op(op.parent)).name in LOOPS and _hoist_one(loop, [op]) is not None:
+    while (loop := as_operation(op.parent)).name in LOOPS and _hoist_one(loop, [op]) is not None:
         moved += 1
     return moved
 
@@ -408,14 +412,14 @@ def hoist_copies(fn: ir.Operation) -> int:
     def visit(op: ir.Operation) -> ir.WalkResult:
         name = op.name
         if name in LOOPS:
-            parent = _op(op.parent)
+            parent = as_operation(op.parent)
             items.setdefault(parent, []).append((op, False))
             while parent is not None and parent.name not in LOOPS and parent != fn:
                 parent = parent.parent
             inner.setdefault(parent if parent is not None and parent != fn else None, []).append(op)
         elif name.startswith("linalg."):
             if name == "linalg.copy" and len(op.operands) == 2:
-                items.setdefault(_op(op.parent), []).append((op, True))
+                items.setdefault(as_operation(op.parent), []).append((op, True))
             return ir.WalkResult.SKIP  # a body of scalar ops
         return ir.WalkResult.ADVANCE
 
@@ -437,7 +441,7 @@ def hoist_copies(fn: ir.Operation) -> int:
         while (cp := _hoist_one(loop, [op for op, copy in mine if copy])) is not None:
             moved += 1
             mine[:] = [item for item in mine if item[0] != cp]
-            outer = items.setdefault(_op(loop.parent), [])
+            outer = items.setdefault(as_operation(loop.parent), [])
             at = next(k for k, (op, _) in enumerate(outer) if op == loop)
             outer.insert(at, (cp, True))
     return moved

@@ -313,6 +313,13 @@ def top_level_nests(fn: ir.Operation) -> list[ir.Operation]:
     ]
 
 
+def as_operation(x: ir.Operation | ir.OpView) -> ir.Operation:
+    """The generic `ir.Operation` of `x`: the bindings hand out an `OpView`
+    subclass for registered ops (a use's owner, a block's ops), and two views
+    of one op compare unequal, while `ir.Operation`s compare by identity."""
+    return x.operation if isinstance(x, ir.OpView) else x
+
+
 def owner_op(v: ir.Value) -> ir.Operation | None:
     """The op defining `v` (None for a block argument)."""
     owner = v.owner
