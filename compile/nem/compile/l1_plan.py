@@ -428,6 +428,12 @@ def compute_bound_op(op: ir.Operation, macs: int, nmus: int, dmas: int) -> bool:
     230,590 cycles, 1.42 -> 1.02 of its bound."""
     memrefs = [v.type for v in op.operands if isinstance(v.type, ir.MemRefType)]
     moved = sum(_bytes(ir.MemRefType(t)) for t in memrefs)
+    return _nmus_bind(macs, nmus, moved, dmas)
+
+
+def _nmus_bind(macs: int, nmus: int, moved: int, dmas: int) -> bool:
+    """Whether `macs` multiply-adds over `nmus` NMUs take at least as long
+    as `moved` bytes over `dmas` DMAs, at the tile estimate's rates."""
     return macs > 0 and -(-macs // (NMU_MACS * nmus)) * DMA_BYTES * dmas >= moved
 
 
@@ -458,7 +464,7 @@ def compute_bound(loops: Sequence[ir.Operation], macs: int, dmas: int) -> bool:
             runs *= 1 if trips is None else trips
             at = at.parent
         moved = before + (moved - before) * runs
-    return macs > 0 and -(-macs // NMU_MACS) * DMA_BYTES * dmas >= moved
+    return _nmus_bind(macs, 1, moved, dmas)
 
 
 def mark(loops: Iterable[ir.Operation], window: int) -> None:

@@ -44,7 +44,7 @@ from nem.frontends.onnx.convs import (
     kernel_node,
 )
 from nem.frontends.onnx.graph import Importer, Node
-from nem.frontends.onnx.ops import ints
+from nem.frontends.onnx.ops import ints, text
 
 
 def conv_transpose(imp: Importer, node: Node) -> None:
@@ -128,8 +128,7 @@ def _transpose_pads(
     inference and onnxruntime take it: the output is the whole convolution.
     An `output_shape` larger than the convolution gives ends with the extra
     rows (a negative end pad: zeros, plus the bias)."""
-    auto = node.attrs.get("auto_pad", b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
+    auto = text(node, "auto_pad", "NOTSET")
     shape = node.attrs.get("output_shape")
     if shape is None and auto not in ("SAME_UPPER", "SAME_LOWER"):
         if auto not in ("NOTSET", "", "VALID"):

@@ -38,7 +38,7 @@ from mlir.dialects import arith, linalg, tensor
 from nem.dialect.shape_rules import window_reach
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Attrs, Importer, Node, TensorVal
-from nem.frontends.onnx.ops import elementwise, ints, is_f16, x_dtype
+from nem.frontends.onnx.ops import elementwise, ints, is_f16, text, x_dtype
 from nem.frontends.onnx.shapes import add_unit_dims, drop_unit_dims, pick, slice_of
 
 
@@ -63,8 +63,7 @@ def spatial_pads(
     gives `pad_shape` by a formula) it stays negative and is split as
     onnxruntime splits it (C division by 2: a negative pad crops), and
     dilations there are refused (D-COMPILE-POOL-EDGE)."""
-    auto = node.attrs.get("auto_pad", b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
+    auto = text(node, "auto_pad", "NOTSET")
     if auto in ("NOTSET", ""):
         return ints(node, "pads", [0] * (2 * len(sizes)))
     if auto == "VALID":

@@ -25,7 +25,7 @@ from mlir.dialects import arith, linalg
 
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node
-from nem.frontends.onnx.ops import is_f16
+from nem.frontends.onnx.ops import is_f16, text
 
 _SPARE = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 """Letters standing for `...`'s dimensions (ONNX equations use lower case
@@ -35,9 +35,8 @@ for their own; upper case letters are spares unless the equation uses them)."""
 def einsum(imp: Importer, node: Node) -> None:
     """The converter of `Einsum` (module docstring)."""
     xs = [imp.logical(imp.tensor(n)) for n in node.inputs if n]
-    equation = node.attrs.get("equation", b"")
-    text = equation.decode() if isinstance(equation, bytes) else str(equation)
-    terms, out = _parse(imp, text, xs)
+    equation = text(node, "equation", "")
+    terms, out = _parse(imp, equation, xs)
     imp.define(node.outputs[0], contract(imp, terms, out, xs))
 
 

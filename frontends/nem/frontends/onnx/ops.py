@@ -198,8 +198,7 @@ def clip(imp: Importer, node: Node) -> None:
 
 
 def gelu(imp: Importer, node: Node) -> None:
-    approximate = node.attrs.get("approximate", b"none")
-    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    approximate = text(node, "approximate", "none")
     if approximate not in ("none", "tanh"):
         raise imp.error(f"not supported: Gelu approximate='{approximate}'")
     define_elementwise(imp, node, [imp.tensor(node.input(0))], wide(_gelu(approximate)))
@@ -292,6 +291,12 @@ def constant(imp: Importer, node: Node) -> None:
 
 def ints(node: Node, key: str, default: Sequence[int]) -> list[int]:
     return [int(v) for v in node.attrs.get(key, default)]
+
+
+def text(node: Node, key: str, default: str) -> str:
+    """A string attribute: onnx's helper reads it as bytes."""
+    value = node.attrs.get(key, default)
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def x_dtype(imp: Importer, x: TensorVal) -> np.dtype:

@@ -34,7 +34,7 @@ from mlir.dialects import arith, linalg
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.convs import channels_last, spatial_pads
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
-from nem.frontends.onnx.ops import define_elementwise, elementwise, ints, is_f16, x_dtype
+from nem.frontends.onnx.ops import define_elementwise, elementwise, ints, is_f16, text, x_dtype
 from nem.frontends.onnx.shapes import crop_negative_pads
 
 
@@ -171,8 +171,7 @@ def _ceil_mode_disagreement(imp: Importer, node: Node, outs: Sequence[int]) -> N
     info = imp.inferred.get(node.outputs[0])
     if info is None or not info.type.tensor_type.HasField("shape"):
         return
-    auto = node.attrs.get("auto_pad", b"NOTSET")
-    same = (auto.decode() if isinstance(auto, bytes) else str(auto)).startswith("SAME")
+    same = text(node, "auto_pad", "NOTSET").startswith("SAME")
     # the one reason that applies to this node (an outside user, session 61:
     # both, to a model of explicit pads, read as if it had auto_pad)
     why = (

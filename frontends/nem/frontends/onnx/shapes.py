@@ -40,7 +40,7 @@ from mlir.dialects import arith, tensor
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 from nem.frontends.onnx.logic import to_bool
-from nem.frontends.onnx.ops import elementwise
+from nem.frontends.onnx.ops import elementwise, text
 
 
 def axes_operand(imp: Importer, node: Node, rank: int, k: int = 1) -> list[int] | None:
@@ -355,8 +355,7 @@ def pick(x: TensorVal, axis: int, indices: Sequence[int]) -> TensorVal:
 
 def pad(imp: Importer, node: Node) -> None:
     x = imp.tensor(node.input(0))
-    mode = node.attrs.get("mode", b"constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = text(node, "mode", "constant")
     if imp.opset < 11:
         pads = [int(v) for v in node.attrs["pads"]]
         value = float(node.attrs.get("value", 0.0))
@@ -533,8 +532,7 @@ def space_to_depth(imp: Importer, node: Node) -> None:
 
 def _mode(imp: Importer, node: Node) -> str:
     """DepthToSpace's or SpaceToDepth's `mode`: DCR (the default) or CRD."""
-    mode = node.attrs.get("mode", b"DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    mode = text(node, "mode", "DCR")
     if mode not in ("DCR", "CRD"):
         raise imp.error(f"{node.op_type} mode {mode!r}: ONNX defines DCR and CRD")
     return mode
