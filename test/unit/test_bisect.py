@@ -109,6 +109,28 @@ EXP_NEG_MUL = [
 ]
 
 
+def test_an_output_onnxruntime_computes_in_f32_is_judged_by_the_reference_evaluator():
+    """Cast(x, f16) * 3 -> Cast to f32 (the outside user's model, session
+    62): onnxruntime skips the first Cast's rounding, so every step was 1
+    f16 ulp off it at f32's tolerance and the bisection blamed the import;
+    each step matches onnx's reference evaluator, which the check's second
+    opinion (`nem.compile.check`) consults, and the bisection says so."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 7])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 7])
+    nodes = [
+        helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+        helper.make_node("Mul", ["h", "k"], ["p"]),
+        helper.make_node("Cast", ["p"], ["y"], to=TensorProto.FLOAT),
+    ]
+    k = helper.make_tensor("k", TensorProto.FLOAT16, [], [3.0])
+    g = helper.make_graph(nodes, "g", [x], [y], [k])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    inputs = {"x": np.random.default_rng(0).standard_normal((3, 7)).astype(np.float32)}
+    b = bisect(model, CompileOptions(device="npm_pro_x1"), inputs=inputs, run_nem=run_nem)
+    assert b.culprit is None and all(s.status == "ok" for s in b.steps if s.status)
+    assert "y: out of tolerance of onnxruntime's result where a step matches" in b.render()
+
+
 def test_a_right_compile_has_no_culprit():
     b = bisect(
         _model(EXP_NEG_MUL, [3, 7], [3, 7]), CompileOptions(device="npm_pro_x1"), run_nem=run_nem

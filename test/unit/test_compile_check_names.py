@@ -203,13 +203,20 @@ def test_an_f16_mismatch_with_onnxruntime_gets_the_reference_evaluators_opinion(
     reference evaluator says so: the check prints both comparisons and
     passes (an outside review, session 54: a bare MISMATCH, exit 1); a
     program the reference evaluator disagrees with still fails."""
-    model = _mul_round()
+    x = np.array([0.7144, 2.0, -3.0, 0.25], np.float16)
+    right = np.array([-1.5, 2.0, -3.0, -1.5], np.float16)  # f16 arithmetic: 0.7144*0.7 = 0.5
+    wrong = np.array([0.7144, 2.0, -3.0, 0.0], np.float16)
+    _judged_by_the_reference(tmp_path, capsys, _mul_round(), x, right, wrong)
+
+
+def _judged_by_the_reference(tmp_path, capsys, model, x, right, wrong) -> None:
+    """The check of `model` on `x`: `right` (off onnxruntime's output, on
+    the reference evaluator's) passes and `wrong` fails, each printing both
+    comparisons."""
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
-    x = np.array([0.7144, 2.0, -3.0, 0.25], np.float16)
     np.save(tmp_path / "x.npy", x)
-    right = np.array([-1.5, 2.0, -3.0, -1.5], np.float16)  # f16 arithmetic: 0.7144*0.7 = 0.5
-    for got, code in ((right, 0), (np.array([0.7144, 2.0, -3.0, 0.0], np.float16), 1)):
+    for got, code in ((right, 0), (wrong, 1)):
         np.save(tmp_path / "y.npy", got)
         argv = [
             str(path),
@@ -219,9 +226,41 @@ def test_an_f16_mismatch_with_onnxruntime_gets_the_reference_evaluators_opinion(
             f"y={tmp_path / 'y.npy'}",
         ]
         assert main(argv) == code
-        out = capsys.readouterr().out
-        assert "max |nem - onnxruntime|" in out and ": MISMATCH" in out.splitlines()[0]
-        assert "max |nem - onnx reference evaluator|" in out
+        out = capsys.readouterr().out.splitlines()
+        assert "max |nem - onnxruntime|" in out[0] and ": MISMATCH" in out[0]
+        assert "max |nem - onnx reference evaluator|" in out[1]
+
+
+def _f16_mul_to_f32() -> onnx.ModelProto:
+    """Cast(x, f16) * 3 (f16) -> Cast to f32: the outside user's minimized
+    model (session 62)."""
+    nodes = [
+        helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+        helper.make_node("Mul", ["h", "k"], ["p"]),
+        helper.make_node("Cast", ["p"], ["y"], to=TensorProto.FLOAT),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 7])],
+        [helper.make_tensor("k", TensorProto.FLOAT16, [], [3.0])],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_an_f32_output_computed_in_f16_gets_the_reference_evaluators_opinion(tmp_path, capsys):
+    """An f32 output of a model computing in f16: onnxruntime, with no f16
+    Mul on the CPU, computes Cast-Mul in f32 and skips the first rounding,
+    1 f16 ulp off the declared arithmetic on 8 of 21 elements; judged at
+    f32's tolerance, the check called the exact program a MISMATCH (exit 1).
+    The program's values (f16 arithmetic, which the reference evaluator
+    computes) pass, both lines printed; values off the reference fail."""
+    x = np.random.default_rng(0).standard_normal((3, 7)).astype(np.float32)
+    exact = (x.astype(np.float16) * np.float16(3)).astype(np.float32)
+    once = (x * 3).astype(np.float16).astype(np.float32)  # onnxruntime's rounding
+    assert not np.array_equal(exact, once)  # (else the inputs show nothing)
+    _judged_by_the_reference(tmp_path, capsys, _f16_mul_to_f32(), x, exact, exact + 0.01)
 
 
 def test_non_finite_values_must_sit_where_onnxruntime_s_do():
