@@ -79,13 +79,20 @@ def test_cancelling_f16_partial_sums_match_onnxruntime(make, route):
 # 0.5 for 0.3 before the fix, both routes)
 @pytest.mark.parametrize("route", ["affine", "transform"])
 @pytest.mark.parametrize(
-    "make, sizes, cut",
+    "make, sizes, cut, whole",
     [
-        (matmul_along_k, (2, 3, 16), "loop 2 (64 iterations) into pieces of 16"),
-        (fuzz_2602_m8_conv, (1, 1, 5, 4, 3, 2, 4), "loop 6 (13 iterations) into pieces of 4"),
+        (matmul_along_k, (2, 3, 16), "loop 2 (64 iterations) into pieces of 16", "2,3,64"),
+        (
+            fuzz_2602_m8_conv,
+            (1, 1, 5, 4, 3, 2, 4),
+            "loop 6 (13 iterations) into pieces of 4",
+            "1,1,5,4,3,2,13",
+        ),
     ],
 )
-def test_tile_sizes_cutting_an_f16_sum_are_refused(make, sizes, cut, route):
+def test_tile_sizes_cutting_an_f16_sum_are_refused(make, sizes, cut, whole, route):
+    """The fix gives the user's sizes with the reduction whole, not the
+    device's L1, which is not what cut it (an outside user, session 62)."""
     with pytest.raises(CompileError) as e:
         compile_onnx(make(), device="npm_pro_x1", route=route, tile_sizes=sizes)
     msg = str(e.value)
@@ -93,7 +100,28 @@ def test_tile_sizes_cutting_an_f16_sum_are_refused(make, sizes, cut, route):
     node = f"node 0 '{first.name or f'{first.op_type}_0'}' ({first.op_type}): error: not supported"
     assert msg.startswith(f"<model>: {node}"), msg
     assert f"reduction {cut}" in msg, msg
-    assert "D-COMPILE-TILES" in msg and "fix: compute the node in f32" in msg, msg
+    assert "D-COMPILE-TILES" in msg and f"fix: give --tile-sizes {whole} (reduction" in msg, msg
+    assert "l1_size_bytes" not in msg, msg
+
+
+def test_a_resize_cut_by_tile_sizes_says_it_is_a_matrix_product():
+    """An f16 linear Resize of 7 elements to 13 (the outside user's model,
+    session 62): refused for its cut sum, which a Resize has none of to the
+    reader: the message says it is one matrix product per resized axis."""
+    f16 = TensorProto.FLOAT16
+    g = helper.make_graph(
+        [helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear")],
+        "resize",
+        [helper.make_tensor_value_info("x", f16, [1, 1, 7])],
+        [helper.make_tensor_value_info("y", f16, [1, 1, 14])],
+        [numpy_helper.from_array(np.array([1, 1, 2], np.float32), "s")],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    with pytest.raises(CompileError) as e:
+        compile_onnx(model, device="npm_pro_x1", tile_sizes=(2, 3, 5))
+    msg = str(e.value)
+    assert "(Resize): error: not supported: its tiles cut reduction loop" in msg, msg
+    assert "a Resize is one matrix product per resized axis, D-COMPILE-RESIZE" in msg, msg
 
 
 def test_an_f16_sum_larger_than_l1_is_refused():

@@ -699,6 +699,7 @@ def refuse_narrow_cut(
     extents: Sequence[int],
     sizes: Sequence[int],
     device: Device,
+    forced: Sequence[int] | None = None,
 ) -> None:
     """Raise the compile error of tile sizes that cut one of the loops
     `narrow` (`engines.narrow_sums`: a reduction of an f16 or bf16 result;
@@ -706,24 +707,42 @@ def refuse_narrow_cut(
     partial sum to that type and add the roundings, where NEM's f16
     `matmul`/`conv2d` sums wide and rounds once (D-NUM-LINEAR-FLOAT), and no
     NEM opcode writes an f16 product into an f32 accumulator
-    (D-COMPILE-TILES, session 28)."""
+    (D-COMPILE-TILES, session 28).  Where the user's `--tile-sizes`
+    (`forced`) cut it, the fix gives them with the reduction loops whole,
+    not the device's L1 (an outside user, session 62: a 13-long f16 Gemm
+    and a 7-long linear Resize under `--tile-sizes 2,3,5` were told of
+    npm_pro_x1's 1 MiB of L1); a Resize says it is a matrix product."""
     from nem.compile.errors import CompileError
 
     cut = [d for d in sorted(narrow) if 0 < sizes[d] < extents[d]]
     if not cut:
         return
-    d = cut[0]
+    d, where = cut[0], _where(op)
+    mine = [e for e in cut if forced is not None and e < len(forced) and forced[e] == sizes[e]]
+    if mine:
+        assert forced is not None
+        whole = [extents[e] if e in mine else f for e, f in enumerate(forced)]
+        fix = (
+            f"give --tile-sizes {_listed(whole)} (reduction loop{'s' * (len(mine) > 1)} "
+            f"{', '.join(map(str, mine))} whole), or compute the node in f32 (an f32 model)"
+        )
+    else:
+        fix = (
+            "compute the node in f32 (an f32 model), target a device whose L1 holds one "
+            f"output's whole reduction (device '{device.name}' has l1_size_bytes = "
+            f"{device.topology.l1_size_bytes}), or give --tile-sizes that leave the reduction "
+            "loops whole"
+        )
+    resize = " (a Resize is one matrix product per resized axis, D-COMPILE-RESIZE)"
     raise CompileError(
         "tile",
         (
-            f"{_where(op)}: error: not supported: its tiles cut reduction loop {d} "
+            f"{where}: error: not supported: its tiles cut reduction loop {d} "
             f"({extents[d]} iterations) into pieces of {sizes[d]} (tile sizes {list(sizes)}), "
             "and its result is f16 or bf16: each piece's partial sum would be rounded to it, "
-            "where NEM's f16 matmul and conv2d sum the whole reduction and round once "
-            "[D-NUM-LINEAR-FLOAT]\nfix: compute the node in f32 (an f32 model), target a device "
-            f"whose L1 holds one output's whole reduction (device '{device.name}' has "
-            f"l1_size_bytes = {device.topology.l1_size_bytes}), or give --tile-sizes that leave "
-            "the reduction loops whole (decision D-COMPILE-TILES)"
+            "where NEM's f16 matmul and conv2d sum the whole reduction and round once"
+            f"{resize if where.endswith('(Resize)') else ''} "
+            f"[D-NUM-LINEAR-FLOAT]\nfix: {fix} (decision D-COMPILE-TILES)"
         ),
     )
 

@@ -275,7 +275,9 @@ def _tile_nest(
                 else None
             )
             raise l1_plan.too_big(spare, e, device, band.extents, parts, forced, fitting) from None
-        l1_plan.refuse_narrow_cut(spare, narrow_sums(band), band.extents, sizes, device)
+        l1_plan.refuse_narrow_cut(
+            spare, narrow_sums(band), band.extents, sizes, device, options.tile_sizes
+        )
         run = [_nest_passes(band, sizes, space), "(dma_strides.repair)"]
         return sizes, ",".join(run + [PIPELINE] * options.pipeline)
 

@@ -648,7 +648,9 @@ def _tile_op(
                 pristine, macs, device.units("NMU"), device.units("DMA")
             )
             sizes = l1_plan.fit(budget, capacity, plan.resize, tile, halve)
-            l1_plan.refuse_narrow_cut(pristine, plan.narrow, plan.extents, sizes, device)
+            l1_plan.refuse_narrow_cut(
+                pristine, plan.narrow, plan.extents, sizes, device, options.tile_sizes
+            )
         except l1_plan.DoesNotFit as e:
             own, forced = plan.own, options.tile_sizes
             parts, extents = len(plan.engines), plan.part_extents(0)
