@@ -466,6 +466,40 @@ def test_pow_exponent_may_have_another_float_type(dtype, exp_dtype):
     check_model(g.model("pow", {"x": (2, 4)}, {"out": g.op("Pow", ["x", e], name="p")}))
 
 
+@pytest.mark.parametrize(
+    "dtype, k",
+    [("f32", np.array(3.0, np.float32)), ("f32", np.array(2, np.int64)), ("f16", np.array(3.0))],
+)
+def test_pow_by_two_or_three_runs_as_nem_multiplies(dtype, k):
+    """D-COMPILE-POW-SMALL: the tanh GELU's `x + 0.044715 * x ** 3` ran
+    wholly as escape-hatch kernels ('math.powf' with a constant operand:
+    0.0% of its FLOPs as NEM opcodes, an outside user, session 62); as
+    products it is all NEM `mul`/`add`, and f32 equals onnxruntime's
+    (which multiplies too) exactly, at infinities, NaN and -0 too."""
+    from compile_runs import run_compiled
+
+    from nem.compile import compile_onnx
+
+    np_dtype = np.float16 if dtype == "f16" else np.float32
+    g = samples.GraphBuilder(dtype, seed=3)
+    e = g.init("k", k.astype(np_dtype) if k.dtype.kind == "f" else k, exact_dtype=True)
+    c = g.init("c", np.array(0.044715, np_dtype), exact_dtype=True)
+    cubed = g.op("Pow", ["x", e], name="pow")
+    y = g.op("Add", ["x", g.op("Mul", [cubed, c], name="mul")], name="add")
+    model = g.model("gelu_cube", {"x": (2, 5, 7)}, {"y": y})
+    result = compile_onnx(model, device="npm_pro_x1")
+    assert result.flops is not None and result.flops.escaped == 0, result.flops
+    x = (np.random.default_rng(1).standard_normal((2, 5, 7)) * 3).astype(np_dtype)
+    x.flat[:4] = [np.inf, -np.inf, np.nan, -0.0]
+    it, _ = run_compiled(result, model, "npm_pro_x1", inputs={"x": x})
+    name, shape, out_dtype = result.interface.outputs[0]
+    got = it.read_tensor(name, shape, out_dtype)
+    want = onnxruntime_run(model, {"x": x})["y"]
+    if dtype == "f32":
+        assert np.array_equal(got, want, equal_nan=True)
+    assert max_violation(got, want) <= 1.0
+
+
 # --------------------------------------------------------------------------
 # Constant's attribute forms
 

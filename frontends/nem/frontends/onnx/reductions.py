@@ -209,7 +209,11 @@ def _powf(a: ir.Value, b: ir.Value) -> ir.Value:
     not T): it is widened to f32 on its own; an integer one (a constant
     tensor: one computed at run time is refused before) is converted to the
     float type the power is computed in (`math.powf` of an i32 was an
-    internal error, an outside user, session 55)."""
+    internal error, an outside user, session 55).  A constant exponent of
+    2 or 3 is products (`_small_power`)."""
+    k = _constant(b)
+    if k in SMALL_POWERS:
+        return _small_power(a, int(k))
     if isinstance(b.type, ir.IntegerType):
         b = arith.sitofp(ir.F32Type.get() if is_f16(a) else a.type, b)
     if not is_f16(a) and not is_f16(b):
@@ -217,6 +221,37 @@ def _powf(a: ir.Value, b: ir.Value) -> ir.Value:
     f32 = ir.F32Type.get()
     y = math.powf(*(arith.extf(f32, v) if is_f16(v) else v for v in (a, b)))
     return arith.truncf(a.type, y) if is_f16(a) else y
+
+
+SMALL_POWERS = (2.0, 3.0)
+"""The constant exponents `Pow` computes as products (D-COMPILE-POW-SMALL)."""
+
+
+def _constant(v: ir.Value) -> float | None:
+    """The value of a scalar `arith.constant` (a constant operand the
+    elementwise body inlines), else None."""
+    owner = v.owner
+    if not (isinstance(owner, ir.OpView) and owner.operation.name == "arith.constant"):
+        return None
+    attr = owner.attributes["value"]
+    if isinstance(attr, ir.FloatAttr):
+        return float(attr.value)
+    return float(attr.value) if isinstance(attr, ir.IntegerAttr) else None
+
+
+def _small_power(a: ir.Value, k: int) -> ir.Value:
+    """`a ** k` for k = 2 or 3 as `a * a (* a)`, which NEM's `mul` computes,
+    where `math.powf` has no NEM opcode of a constant exponent (an escape-
+    hatch kernel for the whole fused chain: the tanh GELU's x ** 3, an
+    outside user, session 62).  onnxruntime computes these exponents as
+    products too; the same values at NaN and infinities; f16 in f32,
+    rounded once (D-COMPILE-POW-SMALL)."""
+    half = is_f16(a)
+    w = arith.extf(ir.F32Type.get(), a) if half else a
+    y = arith.mulf(w, w)
+    if k == 3:
+        y = arith.mulf(y, w)
+    return arith.truncf(a.type, y) if half else y
 
 
 pow_ = binary(_powf)
