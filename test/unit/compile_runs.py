@@ -143,16 +143,17 @@ def typed_model(nodes, inputs, outputs, inits=(), opset: int = 17):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
-def graph_model(nodes, x_shape, inits=(), opset: int = 13):
-    """A model of `nodes` reading one f32 input `x` of `x_shape` and writing
-    `y` (test_pads)."""
+def graph_model(nodes, x_shape, inits=(), opset: int = 13, elem: int | None = None):
+    """A model of `nodes` reading one input `x` of `x_shape` and writing
+    `y`, both of ONNX element type `elem` (f32 by default; test_pads)."""
     from onnx import TensorProto, helper
 
+    elem = TensorProto.FLOAT if elem is None else elem
     g = helper.make_graph(
         nodes,
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("x", elem, list(x_shape))],
+        [helper.make_tensor_value_info("y", elem, None)],
         list(inits),
     )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)

@@ -220,7 +220,8 @@ def test_an_internal_error_names_its_stage_and_the_options_that_may_avoid_it(tmp
         "nem-compile: internal error: RuntimeError: the operation has been invalidated",
         f"note: in nem-compile's stage 'tile', compiling {tmp_path / 'm.onnx'}",
         "note: options that turn one transformation off may avoid it: --engines 1, "
-        "--no-pipeline, --no-split-transfers, --no-pad-in-place, --no-fuse, --no-share-staged",
+        "--no-pipeline, --no-split-transfers, --no-pad-in-place, --no-fuse, --no-fuse-chains, "
+        "--no-share-staged, or the other tiling route: --route affine",
         "This is a bug in nem-compile; rerun with NEM_TRACEBACK=1 for the traceback.",
     ]
 

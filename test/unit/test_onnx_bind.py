@@ -68,7 +68,7 @@ def test_unbound_index_inputs_are_located_errors_naming_bind():
     text = str(e.value)
     assert "ReduceSum axes 'axes' computed at run time" in text
     assert "Slice starts 'starts' computed at run time" in text
-    assert "Clip bound 'lo' computed at run time" in text
+    assert "Clip bounds 'lo' and 'hi' computed at run time" in text  # both at once (session 62)
     assert "nem-compile --bind axes=VALUES" in text
     assert "of integer data" not in text  # an index operand is not data
 

@@ -11,12 +11,14 @@ if TYPE_CHECKING:
 
 AVOIDING_OPTIONS = (
     "--engines 1, --no-pipeline, --no-split-transfers, --no-pad-in-place, --no-fuse, "
-    "--no-share-staged"
+    "--no-fuse-chains, --no-share-staged, or the other tiling route: --route affine"
 )
-"""The options that turn one of nem-compile's transformations off: what a
-user can try where the compiler fails on its own (its final check rejects
-its output, D-COMPILE-VERIFY-LOC; an internal error, `nem-compile`'s note)
-until the defect is fixed."""
+"""The options that turn one of nem-compile's transformations off, and the
+other route: what a user can try where the compiler fails on its own (its
+final check rejects its output, D-COMPILE-VERIFY-LOC; an internal error,
+`nem-compile`'s note) until the defect is fixed.  `--route affine` since
+an outside user found it the one besides `--no-fuse` that avoided a crash
+(session 62)."""
 
 
 class CompileError(Exception):

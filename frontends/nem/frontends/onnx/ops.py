@@ -184,7 +184,19 @@ def clip(imp: Importer, node: Node) -> None:
     if imp.opset < 11:
         lo, hi = node.attrs.get("min"), node.attrs.get("max")
     else:
+        late = [name for name in node.inputs[1:3] if name and imp.const(name) is None]
+        if len(late) == 2:  # (not one now, the other on the next compile: session 62)
+            raise imp.error(
+                f"not supported: Clip bounds '{late[0]}' and '{late[1]}' computed at run time",
+                fix="; ".join(imp.run_time_fix(name, "bound") for name in late),
+            )
         lo, hi = imp.const_scalar(node, 1, "bound"), imp.const_scalar(node, 2, "bound")
+    # bounds of -inf and +inf clip nothing, NaN included (max/min keep it)
+    lo = None if lo is not None and float(lo) == -pymath.inf else lo
+    hi = None if hi is not None and float(hi) == pymath.inf else hi
+    if lo is None and hi is None:  # the identity, as ONNX defines it (an outside user, session 62)
+        identity(imp, node)
+        return
 
     def body(x: ir.Value) -> ir.Value:
         # integers as Max and Min take them (`by_type`; session 55)

@@ -1,0 +1,78 @@
+"""What outside users found on CNN blocks and transformer pieces written
+from the README (session 62), each with its minimized model: a Clip of no
+bounds after a Conv (an internal error of the tile stage), a Clip whose two
+bounds are graph inputs (one named per compile).  Compiled, run and compared
+with onnxruntime (`compile_runs.run_api`) where they compile."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("mlir.ir")
+
+from compile_runs import graph_model, run_api  # noqa: E402
+from onnx import TensorProto  # noqa: E402
+from onnx import helper as oh  # noqa: E402
+
+
+def _conv_then(op: str, bounds: list[float | None], dtype: int = TensorProto.FLOAT):
+    """A 1x1 Conv of 4 channels over 5x5 pixels, then `op` of it with the
+    constant extra inputs `bounds` ('' for None)."""
+    np_dtype = onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    w = np.random.default_rng(0).standard_normal((4, 4, 1, 1)).astype(np_dtype)
+    inits = [onnx.numpy_helper.from_array(w, "w")]
+    names = []
+    for k, b in enumerate(bounds):
+        names.append("" if b is None else f"b{k}")
+        if b is not None:
+            inits.append(onnx.numpy_helper.from_array(np.array(b, np_dtype), f"b{k}"))
+    nodes = [oh.make_node("Conv", ["x", "w"], ["c"]), oh.make_node(op, ["c", *names], ["y"])]
+    return graph_model(nodes, [1, 4, 5, 5], inits, opset=17, elem=dtype)
+
+
+@pytest.mark.parametrize(
+    "op, bounds, dtype",
+    [
+        ("Clip", [], TensorProto.FLOAT),
+        ("Clip", [-math.inf, math.inf], TensorProto.FLOAT),
+        ("Clip", [], TensorProto.FLOAT16),
+        ("Clip", [None, math.inf], TensorProto.FLOAT),
+        ("Mean", [], TensorProto.FLOAT),
+    ],
+)
+def test_an_identity_after_a_conv_compiles(op, bounds, dtype):
+    """An outside user's models (session 62): a Clip of no bounds, or of
+    -inf and +inf, after a Conv (MobileNet's ReLU6 written without bounds)
+    was an internal error of the tile stage ('IndexError: list index out of
+    range' in `l1_plan._tree`): the importer made it a copy, fused into the
+    conv as an epilogue of no scalar op.  The Clip is now the identity (as
+    ONNX defines it); a Mean of one input, still such an epilogue, declares
+    no scratch tile."""
+    run_api(_conv_then(op, bounds, dtype))
+
+
+def test_clip_bounds_computed_at_run_time_are_named_together():
+    """Both bounds of a Clip given as graph inputs: the error named 'lo',
+    and 'hi' only on the next compile (the same user)."""
+    from nem.frontends.onnx import OnnxImportError, import_onnx
+
+    graph = oh.make_graph(
+        [oh.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+        "clip",
+        [
+            oh.make_tensor_value_info(n, TensorProto.FLOAT, s)
+            for n, s in (("x", [2, 3]), ("lo", []), ("hi", []))
+        ],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    with pytest.raises(OnnxImportError) as e:
+        import_onnx(model, file="m.onnx")
+    text = e.value.render()
+    assert "error: not supported: Clip bounds 'lo' and 'hi' computed at run time" in text, text
+    assert "--bind lo=VALUES" in text and "--bind hi=VALUES" in text, text
