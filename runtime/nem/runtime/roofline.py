@@ -354,7 +354,12 @@ class Report:
                 bound, ratio = shown(r.cycles, r.ideal_bound) if r.ideal_bound else ("-", "-")
                 line += f"{bound:>10}{ratio:>8}  {r.ideal_roof or '-':<7}"
             out.append(f"{line}{r.binds:<9}{util}")
-        out += [f"{f} fused into {r.name}" for r in self.groups for f in r.fused]
+        rows = {r.name for r in self.groups}  # (a node with a row of its own: part of it fused)
+        out += [
+            f"{'part of ' * (f in rows)}{f} fused into {r.name}"
+            for r in self.groups
+            for f in r.fused
+        ]
         if self.no_tasks:
             shown_nodes = self.no_tasks[:NO_TASKS_LISTED]
             more = len(self.no_tasks) - len(shown_nodes)
@@ -439,7 +444,9 @@ class Report:
             out.append(
                 "ideal, i-ratio, i-roof: the bound of the ONNX nodes' least work (the tensors "
                 "entering and leaving the group once, its MACs), cycles / it, and its kind (DMA: "
-                "the bytes over every transfer unit, DMA and sDMA; NMU: the MACs)"
+                "the bytes over every transfer unit, DMA and sDMA; NMU: the MACs); a group that "
+                "reads a tensor another group left in L1 can take less (i-ratio under 1); the "
+                "program's: every tensor in and out of the whole model once"
             )
             if not any(r.ideal_bound for r in self.groups) and any(
                 r.kind == "node" for r in self.groups
@@ -554,27 +561,40 @@ NO_TASKS_LISTED = 8
 
 def ideal_bounds(rows: list[tuple[Group, Row]], total: Row, least: Least, price: Pricing) -> None:
     """Each node row's `ideal_bound`: the larger of its least work's
-    transfer and NMU cycles (`Pricing.cycles`); the program's: the larger of
-    the sums over its node groups, when every one has a least work.  A
-    lower bound by construction: CSTL, VPU work and latencies left out."""
-    sums, priced, missing = [0.0, 0.0], False, False
-    work = [0, 0]  # the least work's bytes and MACs, summed
+    transfer and NMU cycles (`Pricing.cycles`), the least work of its own
+    node and those fused into it but the nodes with a row of their own
+    (whose work the compiler split between two groups); the program's: that
+    of all its nodes as one group, each tensor in and out of the whole once,
+    when every node row has one.  A lower bound by construction: CSTL, VPU
+    work and latencies left out.  An outside user, session 62: a Sigmoid of
+    a GlobalAveragePool's 32 values, fused with the pooling's divide,
+    counted the pooling's whole input, and the program's ideal (the sum
+    over its rows, the input of a pooling and of a Mul counted twice) was
+    above the cycles the program took."""
+    own = {next(iter(g.nodes)) for g, _ in rows if g.kind == "node" and g.nodes}
+    nodes: dict[str, None] = {}
+    missing = False
     for g, r in rows:
-        if g.kind != "node":
+        if g.kind != "node" or not g.nodes:
             continue
-        w = least(list(g.nodes))
+        first = next(iter(g.nodes))
+        names = [first, *(n for n in g.nodes if n not in own)]
+        nodes.update(dict.fromkeys(g.nodes))
+        w = least(names)
         if w is None:
             missing = True
             continue
-        moved, macs = price.cycles(w)
-        r.ideal_bound, r.ideal_roof = max((moved, "DMA"), (macs, "NMU"))
-        r.least = (w.moved, w.macs)
-        sums = [sums[0] + moved, sums[1] + macs]
-        work = [work[0] + w.moved, work[1] + w.macs]
-        priced = True
-    if priced and not missing:
-        total.ideal_bound, total.ideal_roof = max((sums[0], "DMA"), (sums[1], "NMU"))
-        total.least = (work[0], work[1])
+        r.ideal_bound, r.ideal_roof, r.least = _priced(w, price)
+    w = None if missing or not nodes else least(list(nodes))
+    if w is not None:
+        total.ideal_bound, total.ideal_roof, total.least = _priced(w, price)
+
+
+def _priced(w: LeastWork, price: Pricing) -> tuple[float, str, tuple[int, int]]:
+    """(bound, its kind, (bytes, MACs)) of least work `w`."""
+    moved, macs = price.cycles(w)
+    bound, roof = max((moved, "DMA"), (macs, "NMU"))
+    return bound, roof, (w.moved, w.macs)
 
 
 def report(
