@@ -65,7 +65,7 @@ DECOMPOSE = "nem_decompose"
 def decompose_unsupported(module: ir.Module, device: VariantTarget) -> int:
     """Decompose (on tensors) each `linalg.softmax` whose element type has no
     softmax variant on `device`; returns how many."""
-    from nem.compile.transform import apply_transform
+    from nem.compile.transform_scripts import apply_transform
 
     ok = softmax_types(device)
     todo = [op for op in _softmaxes(module.operation) if _elem(op.operands[0].type) not in ok]
