@@ -1,7 +1,8 @@
 """What outside users found on CNN blocks and transformer pieces written
 from the README (session 62), each with its minimized model: a Clip of no
 bounds after a Conv (an internal error of the tile stage), a Clip whose two
-bounds are graph inputs (one named per compile).  Compiled, run and compared
+bounds are graph inputs (one named per compile), and a reduction over
+whole axes warned with a window's reasons.  Compiled, run and compared
 with onnxruntime (`compile_runs.run_api`) where they compile."""
 
 from __future__ import annotations
@@ -76,3 +77,22 @@ def test_clip_bounds_computed_at_run_time_are_named_together():
     text = e.value.render()
     assert "error: not supported: Clip bounds 'lo' and 'hi' computed at run time" in text, text
     assert "--bind lo=VALUES" in text and "--bind hi=VALUES" in text, text
+
+
+@pytest.mark.parametrize(
+    "shape, axes", [([2, 3, 4, 5], [3]), ([2, 3, 4, 5], None), ([2, 3, 4, 5, 6], [4])]
+)
+def test_a_reduction_over_whole_axes_says_so(shape, axes):
+    """A ReduceSum of a 4-D or 5-D tensor (an outside user, session 62)
+    runs as an escape-hatch kernel, and the compile's warning gave the
+    window matcher's first complaint ('more than two batch/channel
+    dimensions around the window', 'a window of more than two spatial
+    dimensions') for a sum that has no window; it gives D-LOW-SUMPOOL's."""
+    from nem.compile import compile_onnx
+
+    inits = [] if axes is None else [onnx.numpy_helper.from_array(np.array(axes, np.int64), "a")]
+    node = oh.make_node("ReduceSum", ["x", *(["a"] if axes else [])], ["y"], keepdims=1)
+    result = compile_onnx(graph_model([node], shape, inits, opset=18), device="npm_pro_x1")
+    assert result.flops is not None and result.flops.reasons, result.flops
+    why = result.flops.reasons[0][0]
+    assert why.startswith("a sum over whole axes, not a sliding window"), why

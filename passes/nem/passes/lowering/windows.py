@@ -208,6 +208,13 @@ def match_window(
             through.append((k, o[0]))
         else:
             spatial.append(_Spatial(k, o[0], t[o[0]], None, 1))
+    if kind == "sumpool" and not any(s.out is not None and s.win is not None for s in spatial):
+        # (first: a ReduceSum over a 4-D tensor's last axis was told of
+        # "more than two batch/channel dimensions", an outside user, session 62)
+        raise NotRaisable(
+            "a sum over whole axes, not a sliding window (a reduction: one add "
+            "per element along them is a serial chain of tasks; D-LOW-SUMPOOL)"
+        )
     if kind in POOLS:
         if len(through) > 2:
             raise NotRaisable("more than two batch/channel dimensions around the window")
@@ -270,11 +277,6 @@ def match_window(
             wdims.values()
         ):
             raise NotRaisable("a weight dimension that is not a window or channel loop")
-    if kind == "sumpool" and not any(s.out is not None and s.win is not None for s in spatial):
-        raise NotRaisable(
-            "a sum over whole axes, not a sliding window (a reduction: one add "
-            "per element along them is a serial chain of tasks; D-LOW-SUMPOOL)"
-        )
     if kind in POOLS and any(s.dilation != 1 for s in spatial):
         raise NotRaisable("a dilated pooling window (NEM pooling has no dilations)")
     h_win, w_win = spatial[0].win, spatial[1].win
