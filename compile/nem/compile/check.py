@@ -330,18 +330,17 @@ def _second_opinion(name: str, got: np.ndarray, ref: np.ndarray, ort: np.ndarray
     second opinion; where the program matches it, the line says that float16
     overflows there (an outside user read the MISMATCH as the program's
     fault, session 55)."""
-    v = max_violation(got, ref.astype(got.dtype))
-    overflows = _overflows(ref, ort)
-    if v <= 1.0 and not overflows:
+    v = reference_violation(got, ref, ort)
+    if v <= 1.0:
         verdict = "OK (onnxruntime computes some float16 ops in float32)"
-    elif overflows:
+    elif _overflows(ref, ort):
         why = "it is not finite where onnxruntime's output is"
-        if v <= 1.0:  # (the program is the reference: say who overflows, session 55)
+        if max_violation(got, ref.astype(got.dtype)) <= 1.0:  # (say who overflows, session 55)
             why += (
                 "; the program gives its values: float16 overflows here in the arithmetic "
                 "the ONNX spec defines, which onnxruntime, computing in float32, does not show"
             )
-        v, verdict = float("inf"), f"MISMATCH ({why})"
+        verdict = f"MISMATCH ({why})"
     else:
         verdict = "MISMATCH"
     print(f"{name}: max |nem - onnx reference evaluator| = {_max_diff(got, ref):.3g}: {verdict}")
@@ -355,9 +354,10 @@ def _overflows(ref: np.ndarray, ort: np.ndarray) -> bool:
 
 
 def reference_violation(got: np.ndarray, ref: np.ndarray, ort: np.ndarray) -> float:
-    """`_second_opinion`'s violation, unprinted (`nem.compile.bisect`'s
-    steps): against onnx's reference evaluator's output `ref`, infinite
-    where it overflows where onnxruntime's output `ort` does not."""
+    """The violation of float output `got` against onnx's reference
+    evaluator's output `ref` (`_second_opinion`, and `nem.compile.bisect`'s
+    steps), infinite where it overflows where onnxruntime's output `ort` does
+    not."""
     return float("inf") if _overflows(ref, ort) else max_violation(got, ref.astype(got.dtype))
 
 

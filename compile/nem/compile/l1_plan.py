@@ -41,6 +41,7 @@ from nem.compile.plan import Plan
 from nem.compile.target import FAST_SPACE
 from nem.compile.tile_time import DMA_BYTES, NMU_MACS
 from nem.dialect.semantics.clamp import clamp_matches_min_max
+from nem.frontends.onnx.emit import scalar_value
 from nem.passes.lowering.structure import WIDE, tile_window
 
 if TYPE_CHECKING:
@@ -211,11 +212,7 @@ def _clamped(op: ir.Operation, inside: set[ir.Value]) -> ir.Operation | None:
 def _float_const(v: ir.Value, inside: set[ir.Value]) -> float | None:
     """The value of float constant `v` (not one of the tree's own values),
     else None."""
-    owner = owner_op(v)
-    if v in inside or owner is None or owner.name != "arith.constant":
-        return None
-    attr = owner.attributes["value"]
-    return ir.FloatAttr(attr).value if isinstance(attr, ir.FloatAttr) else None
+    return None if v in inside else scalar_value(v)
 
 
 def _scratch(tile_bytes: int, temporaries: float) -> int:

@@ -60,6 +60,20 @@ def scalar(elem: ir.Type, x: float) -> ir.Value:
     return fconst(elem, x)
 
 
+def scalar_value(v: ir.Value) -> float | None:
+    """The value of a scalar `arith.constant` such as `scalar` makes (a
+    constant the elementwise bodies inline), else None: the importer's
+    constant exponents and the L1 planner's clamp bounds read it here."""
+    owner = v.owner
+    op = owner.operation if isinstance(owner, ir.OpView) else owner
+    if not isinstance(op, ir.Operation) or op.name != "arith.constant":
+        return None
+    attr = op.attributes["value"]
+    if isinstance(attr, ir.FloatAttr):
+        return float(ir.FloatAttr(attr).value)
+    return float(ir.IntegerAttr(attr).value) if isinstance(attr, ir.IntegerAttr) else None
+
+
 def empty(shape: Sequence[int], elem: ir.Type) -> ir.Value:
     return tensor.empty(list(shape), elem)
 

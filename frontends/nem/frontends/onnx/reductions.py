@@ -211,7 +211,7 @@ def _powf(a: ir.Value, b: ir.Value) -> ir.Value:
     float type the power is computed in (`math.powf` of an i32 was an
     internal error, an outside user, session 55).  A constant exponent of
     2 or 3 is products (`_small_power`)."""
-    k = _constant(b)
+    k = emit.scalar_value(b)
     if k in SMALL_POWERS:
         return _small_power(a, int(k))
     if isinstance(b.type, ir.IntegerType):
@@ -225,18 +225,6 @@ def _powf(a: ir.Value, b: ir.Value) -> ir.Value:
 
 SMALL_POWERS = (2.0, 3.0)
 """The constant exponents `Pow` computes as products (D-COMPILE-POW-SMALL)."""
-
-
-def _constant(v: ir.Value) -> float | None:
-    """The value of a scalar `arith.constant` (a constant operand the
-    elementwise body inlines), else None."""
-    owner = v.owner
-    if not (isinstance(owner, ir.OpView) and owner.operation.name == "arith.constant"):
-        return None
-    attr = owner.attributes["value"]
-    if isinstance(attr, ir.FloatAttr):
-        return float(attr.value)
-    return float(attr.value) if isinstance(attr, ir.IntegerAttr) else None
 
 
 def _small_power(a: ir.Value, k: int) -> ir.Value:
