@@ -40,11 +40,11 @@ def test_the_least_work_of_a_node_and_of_its_fused_group_by_hand():
     writes the Relu's output instead, and the values between them are not
     moved at all."""
     least = NodeTraffic(conv_bn_relu())
-    assert least.of(["conv1"]) == Traffic(X + C1 + ACT, MACS1, "f32")
-    assert least.of(["conv1", "bn", "relu1"]) == Traffic(X + C1 + PARAMS + V + ACT, MACS1, "f32")
+    assert least.of(["conv1"]) == Traffic(X + C1 + ACT, (("f32", MACS1),))
+    assert least.of(["conv1", "bn", "relu1"]) == Traffic(X + C1 + PARAMS + V + ACT, (("f32", MACS1),))
     conv2 = 8 * 16 * 16 * 8 * 3 * 3
-    assert least.of(["conv2", "relu2"]) == Traffic(ACT + 8 * 8 * 3 * 3 * 4 + ACT, conv2, "f32")
-    assert least.of(["relu2"]) == Traffic(2 * ACT, 0, None)
+    assert least.of(["conv2", "relu2"]) == Traffic(ACT + 8 * 8 * 3 * 3 * 4 + ACT, (("f32", conv2),))
+    assert least.of(["relu2"]) == Traffic(2 * ACT, ())
     assert least.of(["no_such_node"]) is None
 
 
@@ -69,7 +69,7 @@ def test_a_gemms_macs_follow_trans_a_and_an_unknown_shape_gives_none(trans_a):
     tensor without a static shape has no size: no least work (the row then
     shows no ideal bound rather than a wrong one)."""
     assert NodeTraffic(_gemm(trans_a, 4)).of(["g"]) == Traffic(
-        (4 * 32 + 32 * 16 + 4 * 16) * 4, 4 * 16 * 32, "f32"
+        (4 * 32 + 32 * 16 + 4 * 16) * 4, (("f32", 4 * 16 * 32),)
     )
     assert NodeTraffic(_gemm(trans_a, "n")).of(["g"]) is None
 
@@ -143,6 +143,55 @@ def test_a_node_split_between_two_groups_is_counted_in_its_own():
     assert rep.total.ideal_bound <= rep.total.cycles
     text = rep.to_text()
     assert "part of node 'gap' (GlobalAveragePool) fused into node 'sig' (Sigmoid)" in text
+
+
+@pytest.mark.parametrize("first", ["f32", "f16"])
+def test_the_macs_of_each_type_are_priced_at_that_types_rate(first):
+    """An f32 MatMul and an f16 one in one program (an outside review,
+    session 63): the program's ideal priced every MAC at the first node's
+    type, 66,048 cycles at f32's rate for a program of 54,168 when the f32
+    MatMul came first, and below the f32 MatMul's own row when the f16 one
+    did.  Each type's MACs at its own rate, by hand: f32 a quarter of
+    fp16_macs, f16 fp16_macs (D-RT-COST)."""
+    f16 = F32_MACS_PER_CYCLE * 4
+    types = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16}
+    second = "f16" if first == "f32" else "f32"
+    rng = np.random.default_rng(0)
+    w1 = onnx.numpy_helper.from_array(
+        (rng.standard_normal((64, 512)) * 0.1).astype(np.dtype(first.replace("f", "float"))), "w1"
+    )
+    w2 = onnx.numpy_helper.from_array(
+        (rng.standard_normal((512, 512)) * 0.05).astype(np.dtype(second.replace("f", "float"))),
+        "w2",
+    )
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
+        helper.make_node("Cast", ["a"], ["b"], name="cast", to=types[second]),
+        helper.make_node("MatMul", ["b", "w2"], ["y"], name="mm2"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mixed",
+        [helper.make_tensor_value_info("x", types[first], [256, 64])],
+        [helper.make_tensor_value_info("y", types[second], [256, 512])],
+        [w1, w2],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    macs1, macs2 = 256 * 512 * 64, 256 * 512 * 512
+    assert NodeTraffic(proto).of(["mm1", "cast", "mm2"]).by_type == (
+        (first, macs1),
+        (second, macs2),
+    )
+    session, _ = timed_session(proto, "mixed")
+    rep = session.roofline(NodeTraffic(proto).of)
+    rate = {"f32": F32_MACS_PER_CYCLE, "f16": f16}
+    nmu = macs1 / rate[first] + macs2 / rate[second]
+    assert rep.total.ideal_roof == "NMU"
+    assert rep.total.ideal_bound == pytest.approx(nmu)
+    rows = {r.name: r for r in rep.groups}
+    assert rows["node 'mm1' (MatMul)"].ideal_bound <= rep.total.ideal_bound
+    assert rows["node 'mm2' (MatMul)"].ideal_bound <= rep.total.ideal_bound
+    assert rep.total.ideal_bound <= rep.total.cycles
 
 
 def _cells(table: list[str], name: str) -> list[str]:

@@ -518,14 +518,15 @@ def shown(cycles: int, bound: float) -> tuple[str, str]:
 
 class LeastWork(Protocol):
     """The least work of a group of ONNX nodes (`nem.frontends.onnx.traffic`):
-    `moved` bytes, `macs` multiply-accumulates in element type `elem`."""
+    `moved` bytes, `macs` multiply-accumulates, `by_type` those per element
+    type."""
 
     @property
     def moved(self) -> int: ...
     @property
     def macs(self) -> int: ...
     @property
-    def elem(self) -> str | None: ...
+    def by_type(self) -> tuple[tuple[str | None, int], ...]: ...
 
 
 Least = Callable[[list[str]], LeastWork | None]
@@ -544,15 +545,17 @@ class Pricing:
 
     def cycles(self, w: LeastWork) -> tuple[float, float]:
         """(transfer cycles, NMU cycles) of `w`: its bytes over every transfer
-        unit of the device at its bandwidth, its MACs over the NMUs at the
-        rate of `elem` (`semantics.cost.macs_per_cycle`)."""
+        unit of the device at its bandwidth, its MACs of each element type
+        over the NMUs at that type's rate (`semantics.cost.macs_per_cycle`),
+        summed."""
         bw = sum(
             n * self.profile[u]["bandwidth"]
             for u, n in self.units.items()
             if "bandwidth" in self.profile.get(u, {})
         )
-        rate = self.units.get("NMU", 0) * macs_per_cycle(w.elem, self.unit_chars, self.profile)
-        return (w.moved / bw if bw else 0.0, w.macs / rate if rate else 0.0)
+        nmus = self.units.get("NMU", 0)
+        rates = [(k, nmus * macs_per_cycle(e, self.unit_chars, self.profile)) for e, k in w.by_type]
+        return (w.moved / bw if bw else 0.0, sum(k / r for k, r in rates if r))
 
 
 NO_TASKS_LISTED = 8
