@@ -110,6 +110,9 @@ def test_each_node_row_gets_the_bound_of_its_least_work(conv_bn_relu_report):
         conv1.ideal_roof,
     ]
     assert "ideal, i-ratio, i-roof: the bound of the ONNX nodes' least work" in rep.to_text()
+    # the layout rows, which have no ideal, are explained (an outside review, session 63)
+    assert [r.ideal_bound for r in rep.groups if r.kind == "layout"] == [None, None]
+    assert "layout of 'x': the copy of a model input or output" in rep.to_text()
 
 
 def test_a_node_split_between_two_groups_is_counted_in_its_own():

@@ -408,6 +408,12 @@ class Report:
         ]
         if within:
             out.append("within: per ONNX op type, its node groups whose ratio is at most 2")
+        if any(r.kind == "layout" for r in self.groups):  # (an outside review, session 63)
+            out += [
+                "layout of 'x': the copy of a model input or output between its ONNX layout",
+                "(NCHW) and the one the program computes in (NHWC, D-COMPILE-LAYOUT); no ONNX",
+                "node does it, so it has no ideal",
+            ]
         if self.shared_lines():
             out += [
                 "work run in their cycles: every task's work (any group's) in the group's busy",
@@ -441,13 +447,13 @@ class Report:
                 f"({_counts(own)}), and cycles / it"
             )
         if self.ideal:
-            out.append(
-                "ideal, i-ratio, i-roof: the bound of the ONNX nodes' least work (the tensors "
-                "entering and leaving the group once, its MACs), cycles / it, and its kind (DMA: "
-                "the bytes over every transfer unit, DMA and sDMA; NMU: the MACs); a group that "
-                "reads a tensor another group left in L1 can take less (i-ratio under 1); the "
-                "program's: every tensor in and out of the whole model once"
-            )
+            out += [
+                "ideal, i-ratio, i-roof: the bound of the ONNX nodes' least work (the tensors",
+                "entering and leaving the group once, its MACs, each at its type's rate), cycles /",
+                "it, and its kind (DMA: the bytes over every transfer unit, DMA and sDMA; NMU: the",
+                "MACs); a group that reads a tensor another group left in L1 can take less",
+                "(i-ratio under 1); the program's: every tensor in and out of the whole model once",
+            ]
             if not any(r.ideal_bound for r in self.groups) and any(
                 r.kind == "node" for r in self.groups
             ):  # no nodes at all: the note above says where they are
