@@ -166,6 +166,28 @@ def only_output(result, model, schedules: int):
     return it.read_tensor(name, shape, dtype)
 
 
+def outputs_of(result, model, schedules: int, device: str = DEVICE) -> list[np.ndarray]:
+    """The outputs of a compile's program run as `run_compiled` runs it."""
+    it, _ = run_compiled(result, model, device, schedules)
+    return [it.read_tensor(n, s, d) for n, s, d in result.interface.outputs]
+
+
+def same_bits(model, device: str = DEVICE, **opts) -> tuple[int, int]:
+    """Compile `model` fused (D-COMPILE-FUSE-L1) and with `fuse=False`: the
+    same bits (fused: under random schedules), onnxruntime's values; returns
+    (fused, unfused) DMA bytes."""
+
+    fused = compile_onnx(model, device=device, **opts)
+    plain = compile_onnx(model, device=device, fuse=False, **opts)
+    got = outputs_of(fused, model, 3, device)
+    for a, b in zip(got, outputs_of(plain, model, 0, device)):
+        assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+    want = onnxruntime_run(model, samples.random_inputs(model, seed=2))
+    for (name, _, _), a in zip(fused.interface.outputs, got):
+        assert max_violation(a, want[fused.interface.onnx_names[name]]) <= 1.0
+    return dma_bytes(fused.nem, device), dma_bytes(plain.nem, device)
+
+
 def _timed_total(text: str, device: str):
     """The whole program's roofline group of a timed run (D-RT-ROOFLINE)."""
     it = NemInterpreter(device=device, trace=False)

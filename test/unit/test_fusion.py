@@ -14,12 +14,15 @@ import pytest
 pytest.importorskip("mlir.ir")
 pytest.importorskip("onnx")
 
-from compile_runs import dma_bytes, run_compiled, timed_cycles, timed_tasks  # noqa: E402
+from compile_runs import (  # noqa: E402
+    outputs_of,
+    same_bits,
+    timed_cycles,
+    timed_tasks,
+)
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from nem.compile import compile_onnx, l1_plan  # noqa: E402
-from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
-from nem.frontends.onnx import samples  # noqa: E402
 
 OPTS = {"device": "npm_pro_x1"}
 
@@ -97,25 +100,6 @@ def _model(
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
-def _outputs(result, model, schedules: int) -> list[np.ndarray]:
-    it, _ = run_compiled(result, model, "npm_pro_x1", schedules)
-    return [it.read_tensor(n, s, d) for n, s, d in result.interface.outputs]
-
-
-def _same_bits(model, **opts) -> tuple[int, int]:
-    """Compile `model` fused and not: the same bits (fused: under random
-    schedules), onnxruntime's values; returns (fused, unfused) DMA bytes."""
-    fused = compile_onnx(model, **OPTS, **opts)
-    plain = compile_onnx(model, **OPTS, fuse=False, **opts)
-    got = _outputs(fused, model, 3)
-    for a, b in zip(got, _outputs(plain, model, 0)):
-        assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
-    want = onnxruntime_run(model, samples.random_inputs(model, seed=2))
-    for (name, _, _), a in zip(fused.interface.outputs, got):
-        assert max_violation(a, want[fused.interface.onnx_names[name]]) <= 1.0
-    return dma_bytes(fused.nem), dma_bytes(plain.nem)
-
-
 N = 16 * 12 * 12
 """Elements of the convolution's output."""
 
@@ -133,7 +117,7 @@ N = 16 * 12 * 12
 def test_fused_conv_is_bit_identical_and_moves_less(tail, passes):
     """Bias prologue and the epilogues in L1: the output tile is never read
     back from DDR, an intermediate nothing else reads never written."""
-    fused, plain = _same_bits(_model(tail))
+    fused, plain = same_bits(_model(tail))
     assert plain - fused >= passes * N * 4, (fused, plain)
 
 
@@ -150,7 +134,7 @@ def test_an_f16_convolution_is_fused_as_an_f32_one(tail, passes, group):
     an f16 SqueezeNet ran as a pass of its own over DDR)."""
     c = 16 if group > 1 else 8
     model = _model(tail, c=c, group=group, dtype=np.float16)
-    fused, plain = _same_bits(model)
+    fused, plain = same_bits(model)
     assert plain - fused >= passes * N * 2, (fused, plain)
 
 
@@ -176,7 +160,7 @@ def test_a_conv_without_bias_is_fused_from_its_fill(tail, group, dtype):
     c = 16 if group > 1 else 8
     model = _model(tail, c=c, group=group, dtype=dtype, bias=False)
     assert all(len(n.input) == 2 for n in model.graph.node if n.op_type == "Conv")
-    fused, plain = _same_bits(model)
+    fused, plain = same_bits(model)
     assert plain - fused >= 2 * N * np.dtype(dtype).itemsize, (fused, plain)
 
 
@@ -283,7 +267,7 @@ def test_per_channel_inputs_are_broadcast_once_per_channel_tile():
     per_tile = compile_onnx(model, **OPTS, hoist=False, split_nmus=False)
     assert any(b.count("concat") == 6 * b.count("conv2d") > 0 for b in _loop_bodies(per_tile.nem))
     plain = compile_onnx(model, **OPTS, fuse=False)
-    for a, b in zip(_outputs(fused, model, 3), _outputs(plain, model, 0)):
+    for a, b in zip(outputs_of(fused, model, 3), outputs_of(plain, model, 0)):
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
     assert timed_tasks(fused.nem) < timed_tasks(per_tile.nem)
 
@@ -292,7 +276,7 @@ def test_an_intermediate_with_another_reader_is_still_written():
     """The Conv's output is a graph output too: the Relu runs on the tile,
     and the tile is copied out as well."""
     model = _model("relu", outputs=("y", "c"))
-    fused, plain = _same_bits(model)
+    fused, plain = same_bits(model)
     assert 3 * N * 4 <= plain - fused < 4 * N * 4, (fused, plain)  # (the Conv's write stays)
 
 
@@ -393,7 +377,7 @@ def test_a_fused_clip_is_one_clamp_on_the_tile():
     lines = fused.nem.splitlines()
     clamps = [line for line in lines if "= clamp.async" in line and "elem=f32" in line]
     assert clamps and all("min=0.0 max=6.0" in line for line in clamps)  # (i8: zero fills)
-    _same_bits(model)
+    same_bits(model)
 
 
 @pytest.mark.parametrize("group, c", [(4, 8), (16, 16)])
@@ -408,7 +392,7 @@ def test_grouped_conv_bn_relu6_is_fused(group, c):
     model = _model("bn_clip", c=c, group=group)
     steps = _after_convs(compile_onnx(model, **OPTS).nem)
     assert len(steps) > 1 and all(s in (["clamp"], ["add", "clamp"]) for s in steps[1:]), steps
-    fused, plain = _same_bits(model)
+    fused, plain = same_bits(model)
     assert plain - fused >= 4 * N * 4, (fused, plain)
 
 
@@ -420,7 +404,7 @@ def test_a_depthwise_conv_read_by_a_grouped_one_is_fused():
     Both biases now start the tiles in L1: the output passes through DDR four
     times less than unfused (each Conv's bias write and read-back), the bits
     the unfused program's, the values onnxruntime's."""
-    fused, plain = _same_bits(_model("grouped", c=16, group=16))
+    fused, plain = same_bits(_model("grouped", c=16, group=16))
     assert plain - fused >= 4 * N * 4, (fused, plain)
 
 
@@ -484,7 +468,7 @@ def test_a_residual_add_whose_skip_is_copied_into_the_next_conv_is_fused():
     session, _ = timed_session(model, "res")
     groups = {r.name: r.fused for r in session.roofline().groups}
     assert groups["node 'conv2' (Conv)"] == ["node 'add' (Add)", "node 'relu2' (Relu)"]
-    _same_bits(model)
+    same_bits(model)
     fused = compile_onnx(model, **OPTS).nem
     assert timed_cycles(fused) < timed_cycles(compile_onnx(model, **OPTS, fuse=False).nem)
 
@@ -535,7 +519,7 @@ def test_a_residual_add_whose_skip_a_grouped_conv_reads_through_a_view_is_fused(
     session, _ = timed_session(model, "unit")
     groups = {r.name: r.fused for r in session.roofline().groups}
     assert groups["node 'conv' (Conv)"] == ["node 'add' (Add)", "node 'relu2' (Relu)"]
-    _same_bits(model)
+    same_bits(model)
     fused = compile_onnx(model, **OPTS).nem
     assert timed_cycles(fused) < timed_cycles(compile_onnx(model, **OPTS, fuse=False).nem)
 

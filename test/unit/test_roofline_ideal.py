@@ -41,7 +41,9 @@ def test_the_least_work_of_a_node_and_of_its_fused_group_by_hand():
     moved at all."""
     least = NodeTraffic(conv_bn_relu())
     assert least.of(["conv1"]) == Traffic(X + C1 + ACT, (("f32", MACS1),))
-    assert least.of(["conv1", "bn", "relu1"]) == Traffic(X + C1 + PARAMS + V + ACT, (("f32", MACS1),))
+    assert least.of(["conv1", "bn", "relu1"]) == Traffic(
+        X + C1 + PARAMS + V + ACT, (("f32", MACS1),)
+    )
     conv2 = 8 * 16 * 16 * 8 * 3 * 3
     assert least.of(["conv2", "relu2"]) == Traffic(ACT + 8 * 8 * 3 * 3 * 4 + ACT, (("f32", conv2),))
     assert least.of(["relu2"]) == Traffic(2 * ACT, ())

@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
         "--no-fuse",
         action="store_true",
         help="transform route: tile each op apart (no bias or elementwise epilogue run on "
-        "a convolution's tiles in L1; D-COMPILE-FUSE-L1)",
+        "a convolution's or pooling's tiles in L1; D-COMPILE-FUSE-L1)",
     )
     p.add_argument(
         "--no-fuse-chains",

@@ -1,7 +1,11 @@
-"""The convolutions D-COMPILE-FUSE-L1 fuses epilogues into, as one
-description each (`Form`): the dense `linalg.conv_2d_nhwc_hwcf` and the
+"""The convolutions and poolings D-COMPILE-FUSE-L1 fuses epilogues into, as
+one description each (`Form`): the dense `linalg.conv_2d_nhwc_hwcf`, the
 grouped `linalg.conv_2d_nhwgc_gfhwc` (the importer's Conv with group > 1,
-depthwise included: a group of one input channel).
+depthwise included: a group of one input channel), and the window sum and
+max `linalg.pooling_nhwc_sum`/`_max` (an AveragePool's scale, LRN's
+normalization after its window sum of squares; session 63), whose second
+operand is only the window's shape: no weight is read, and each output
+channel reads its own input channel.
 
 Both accumulate into a buffer O of the ONNX output's NHWC shape that the
 bias broadcast writes and the epilogues read; the grouped convolution
@@ -38,6 +42,9 @@ class Form:
     rank: int
     reduction: tuple[int, ...]
     weight_reduction: tuple[int, ...]
+    pool: str | None = None
+    """A pooling's scalar op on the window ("add", "max"), None for a
+    convolution."""
 
     @property
     def loops(self) -> int:
@@ -52,6 +59,12 @@ class Form:
 
     def input_map(self, s: list[int], d: list[int]) -> str:
         """X's map over the loops (strides `s`, dilations `d`)."""
+        if self.pool:  # (a pooling reads the output's channel)
+            kh, kw = self.reduction
+            return (
+                f"affine_map<{self.dims()} -> (d0, d1 * {s[0]} + d{kh} * {d[0]}, "
+                f"d2 * {s[1]} + d{kw} * {d[1]}, d3)>"
+            )
         kh, kw, c = self.reduction
         chan = "d3, " if self.grouped else ""
         return (
@@ -60,6 +73,9 @@ class Form:
         )
 
     def weight_map(self) -> str:
+        if self.pool:  # (the window's shape)
+            kh, kw = self.reduction
+            return f"affine_map<{self.dims()} -> (d{kh}, d{kw})>"
         kh, kw, c = self.reduction
         if self.grouped:
             return f"affine_map<{self.dims()} -> (d3, d4, d{kh}, d{kw}, d{c})>"
@@ -103,15 +119,34 @@ class Form:
         return f"affine_map<({dims}) -> ({'d3, d4' if self.grouped else 'd3'})>"
 
     def kernel(self, w: ir.Value) -> tuple[int, int, int]:
-        """(kh, kw, input channels per output channel) of the weight `w`."""
+        """(kh, kw, input channels per output channel) of the weight `w` (a
+        pooling's window: one channel, its own)."""
         shape = list(ir.MemRefType(w.type).shape)
+        if self.pool:
+            kh, kw = (shape[i] for i in self.weight_reduction)
+            return kh, kw, 1
         kh, kw, c = (shape[i] for i in self.weight_reduction)
         return kh, kw, c
 
     def input_channels(self, sizes: list[int], c: int) -> int:
         """The input channels a tile of `sizes` (the output's loops) reads,
         `c` per output channel group."""
-        return c * sizes[3] if self.grouped else c
+        return c * sizes[3] if self.grouped or self.pool else c
+
+    def weight_bytes(self, kh: int, kw: int, c: int, f: int, width: int) -> int:
+        """The bytes of a tile's weights for `f` output channels (a pooling
+        has none: its window operand is never read, so never staged)."""
+        return 0 if self.pool else width * kh * kw * c * f
+
+    def accumulate(self, acc: ir.Value, x: ir.Value, w: ir.Value) -> ir.Value:
+        """One step of the reduction on scalars, as upstream generalizes the
+        named op: `acc + x * w`, a window sum's `acc + x`, a window max's
+        `max(acc, x)`."""
+        if self.pool == "max":
+            return arith.MaximumFOp(acc, x).result
+        if self.pool == "add":
+            return arith.AddFOp(acc, x).result
+        return arith.AddFOp(acc, arith.MulFOp(x, w).result).result
 
     def output(self, conv: ir.Operation) -> ir.Value | None:
         """The buffer O of the output's NHWC shape that `conv` writes (its
@@ -147,13 +182,15 @@ class Form:
         dims = ", ".join(f"d{i}" for i in range(self.rank))
         return expand(v, groups_of, groups, ip), f"affine_map<({dims}) -> ({', '.join(results)})>"
 
-    def generic_conv(
+    def generic(
         self, x: ir.Value, w: ir.Value, out: ir.Value, maps: list[str], ip: ir.InsertionPoint
     ) -> None:
-        """The convolution of `x` and `w` (read at `maps`, over the loops)
-        into `out` at `ip`, in the generic form `linalg-generalize-named-ops`
-        gives the named op (`o + x * w`): a fused tile's grouped convolution
-        as the tiling makes the unfused one's."""
+        """The convolution or pooling of `x` and `w` (read at `maps`, over the
+        loops) into `out` at `ip`, in the generic form
+        `linalg-generalize-named-ops` gives the named op (`accumulate`): a
+        fused tile's grouped convolution or pooling as the tiling makes the
+        unfused one's (the lowering's xDSL has no named grouped convolution
+        or pooling: the tiling generalizes them)."""
         op = linalg.GenericOp(
             [],
             [x, w],
@@ -167,7 +204,7 @@ class Form:
         elem = ir.MemRefType(out.type).element_type  # the fused group's (one type)
         a = list(op.regions[0].blocks.append(elem, elem, elem).arguments)
         with ir.InsertionPoint(op.regions[0].blocks[0]):
-            linalg.YieldOp([arith.AddFOp(a[2], arith.MulFOp(a[0], a[1]).result).result])
+            linalg.YieldOp([self.accumulate(a[2], a[0], a[1])])
 
 
 def conv_output(v: ir.Value) -> bool:
@@ -246,4 +283,6 @@ def expand(v: ir.Value, groups_of: list[list[int]], groups: int, ip: ir.Insertio
 
 DENSE = Form("linalg.conv_2d_nhwc_hwcf", RANK, (4, 5, 6), (0, 1, 2))
 GROUPED = Form("linalg.conv_2d_nhwgc_gfhwc", RANK + 1, (5, 6, 7), (2, 3, 4))
-FORMS = {f.name: f for f in (DENSE, GROUPED)}
+POOL_SUM = Form("linalg.pooling_nhwc_sum", RANK, (4, 5), (0, 1), pool="add")
+POOL_MAX = Form("linalg.pooling_nhwc_max", RANK, (4, 5), (0, 1), pool="max")
+FORMS = {f.name: f for f in (DENSE, GROUPED, POOL_SUM, POOL_MAX)}

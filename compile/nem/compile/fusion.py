@@ -87,7 +87,8 @@ def _tile_bytes(g: Group, sizes: Sequence[int], tiles: int, bias: int) -> int:
     f = math.prod(sizes[3 : g.form.rank])
     window = n * ((oh - 1) * s[0] + (kh - 1) * d[0] + 1) * ((ow - 1) * s[1] + (kw - 1) * d[1] + 1)
     cin = g.form.input_channels(list(sizes), c)
-    return _width(g) * (window * cin + kh * kw * c * f + tiles * n * oh * ow * f + bias * f)
+    weights = g.form.weight_bytes(kh, kw, c, f, _width(g))
+    return _width(g) * (window * cin + tiles * n * oh * ow * f + bias * f) + weights
 
 
 def _fitting(g: Group, sizes: list[int], budget: int) -> Group | None:
@@ -104,7 +105,7 @@ def _fitting(g: Group, sizes: list[int], budget: int) -> Group | None:
     if _tile_bytes(g, [1] * g.form.rank, 2, 1) * 2 > budget:
         return None
     kh, kw, c = g.form.kernel(g.conv.operands[1])
-    if _width(g) * kh * kw * c * math.prod(sizes[3 : g.form.rank]) * 2 < budget:
+    if g.form.weight_bytes(kh, kw, c, math.prod(sizes[3 : g.form.rank]), _width(g)) * 2 < budget:
         return g
     room = max(budget, _tile_bytes(g, sizes, 2, 0))
     for n in range(len(g.epilogues), 0, -1):
@@ -222,8 +223,8 @@ def _build(g: Group) -> ir.Operation:
         o_arg = args[3 + len(ys)]
         with ir.InsertionPoint(block):
             first = _init(args[2], o_arg, form.reduction)
-            total = arith.AddFOp(first, arith.MulFOp(args[0], args[1]).result)
-            results, cur = [total.result], total.result
+            total = form.accumulate(first, args[0], args[1])
+            results, cur = [total], total
             for e, others, prev in zip(g.epilogues, g.others, g.prevs):
                 mine, y_args = y_args[: len(others)], y_args[len(others) :]
                 theirs = iter(mine)
@@ -337,8 +338,8 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
         else:  # (no bias: the unfused program's fill, on the tile)
             with ip:
                 linalg.fill(b, outs=[outs[0]])
-        if form.grouped:  # (as the tiling generalizes the unfused one's)
-            form.generic_conv(x, w, outs[0], map_strings(t)[:2], ip)
+        if form.grouped or form.pool:  # (as the tiling generalizes the unfused one's)
+            form.generic(x, w, outs[0], map_strings(t)[:2], ip)
         else:
             with ip:  # (the OpDSL builder takes the current insertion point only)
                 linalg.conv_2d_nhwc_hwcf(

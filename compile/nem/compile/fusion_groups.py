@@ -309,6 +309,8 @@ def conv_group(conv: ir.Operation, form: Form) -> Group | None:
         outs.append(prev)
         if not _only_read(prev, skip):
             break  # (its output is written again after it: the chain ends)
+    if form.pool and not epilogues:
+        return None  # (a pooling starts its tiles from the fill in L1 unfused too)
     return Group(bias, conv, form, o, epilogues, others, prevs)
 
 

@@ -56,8 +56,9 @@ class CompileOptions:
     plan for all of it."""
     fuse: bool = True
     """Transform route: a convolution's bias and its elementwise epilogues
-    (Relu, Clip, residual Add) run on its tiles in L1 (D-COMPILE-FUSE-L1);
-    `nem-compile --no-fuse` tiles each op apart."""
+    (Relu, Clip, residual Add), and those of a window sum or max (an
+    AveragePool's scale, LRN's normalization), run on its tiles in L1
+    (D-COMPILE-FUSE-L1); `nem-compile --no-fuse` tiles each op apart."""
     fuse_chains: bool = True
     """Transform route: each chain of elementwise ops (an unfolded
     BatchNormalization and its Relu) is one op, its intermediates kept in L1
