@@ -96,17 +96,29 @@ def generic(
 ) -> ir.Value:
     """One `linalg.generic` with a single tensor output.  `body(*ins)` (or
     `body(*ins, out)` with `pass_output`, for reductions) returns the yielded
-    scalar."""
+    scalar.  An input given twice at one map is one operand, its block
+    argument passed for both: `Mul(x, x)` read x twice, every tile loaded
+    twice (an outside review, session 63; upstream's canonicalization keeps
+    both)."""
     out_t = init.type
-    maps = [ir.AffineMapAttr.get(m) for _, m in inputs] + [ir.AffineMapAttr.get(out_map)]
+    operands: list[tuple[ir.Value, ir.AffineMap]] = []
+    slot: list[int] = []  # input -> its operand
+    for v, m in inputs:
+        at = next((k for k, (w, n) in enumerate(operands) if w == v and n == m), None)
+        if at is None:
+            at = len(operands)
+            operands.append((v, m))
+        slot.append(at)
+    maps = [ir.AffineMapAttr.get(m) for _, m in operands] + [ir.AffineMapAttr.get(out_map)]
     op = linalg.GenericOp(
-        [out_t], [v for v, _ in inputs], [init], ir.ArrayAttr.get(maps), _iterators(iterators)
+        [out_t], [v for v, _ in operands], [init], ir.ArrayAttr.get(maps), _iterators(iterators)
     )
-    types = [elem_type(v) for v, _ in inputs] + [elem_type(init)]
+    types = [elem_type(v) for v, _ in operands] + [elem_type(init)]
     block = op.regions[0].blocks.append(*types)
     with ir.InsertionPoint(block):
         args = list(block.arguments)
-        result = body(*args) if pass_output else body(*args[:-1])
+        ins = [args[k] for k in slot]
+        result = body(*ins, args[-1]) if pass_output else body(*ins)
         linalg.YieldOp([result])
     return op.result
 
