@@ -3,7 +3,8 @@ from the README (session 62), each with its minimized model: a Clip of no
 bounds after a Conv (an internal error of the tile stage), a Clip whose two
 bounds are graph inputs (one named per compile), and a reduction over
 whole axes warned with a window's reasons; and what an outside review
-found (session 63): Mul(x, x) loading x twice.  Compiled, run and compared
+found (session 63): Mul(x, x) loading x twice; and an outside user's
+(session 63): norms of other ranks sharing a scale.  Compiled, run and compared
 with onnxruntime (`compile_runs.run_api`) where they compile."""
 
 from __future__ import annotations
@@ -111,3 +112,34 @@ def test_an_input_read_twice_by_one_node_is_loaded_once(elem):
     result = run_api(model)
     width = 2 if elem == TensorProto.FLOAT16 else 4
     assert dma_bytes(result.nem) == 2 * 8 * 16 * 16 * width  # x in once, y out
+
+
+@pytest.mark.parametrize("second", [[1, 3, 3, 5], [1, 3, 4, 5, 2]])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_scale_shared_by_norms_of_other_ranks_is_each_ones(second, reverse):
+    """Two InstanceNormalizations sharing their scale and bias initializers,
+    on inputs of ranks 3 and 4 or 5 (an outside user, session 63): the
+    second read the first's scale reshaped to its rank, [C, 1], broadcast
+    along H where H equals C, a wrong result (22.9 off), or an import error
+    where it did not broadcast.  Each node gets the scale of its own rank."""
+    rng = np.random.default_rng(0)
+    inits = [
+        onnx.numpy_helper.from_array(rng.uniform(0.5, 2, 3).astype(np.float32), "s"),
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, 3).astype(np.float32), "b"),
+    ]
+    nodes = [
+        oh.make_node("InstanceNormalization", ["x", "s", "b"], ["y"]),
+        oh.make_node("InstanceNormalization", ["z", "s", "b"], ["w"]),
+    ]
+    f32 = TensorProto.FLOAT
+    graph = oh.make_graph(
+        nodes[::-1] if reverse else nodes,
+        "g",
+        [
+            oh.make_tensor_value_info("x", f32, [2, 3, 11]),
+            oh.make_tensor_value_info("z", f32, second),
+        ],
+        [oh.make_tensor_value_info("y", f32, None), oh.make_tensor_value_info("w", f32, None)],
+        inits,
+    )
+    run_api(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=8))

@@ -390,7 +390,7 @@ class Importer:
         self.node: Node | None = None
         self.names: set[str] = set()
         self.weights: dict[str, np.ndarray] = {}
-        self.weight_names: dict[str, str] = {}
+        self.weight_names: dict[str, list[str]] = {}
         self.inferred: dict[str, onnx.ValueInfoProto] = {
             v.name: v for v in [*self.graph.value_info, *self.graph.output]
         }
@@ -552,12 +552,25 @@ class Importer:
 
     def weight(self, array: np.ndarray, name: str, perm: Sequence[int] | None = None) -> TensorVal:
         """A weight argument holding `array` (already in its physical order;
-        `perm` as in TensorVal, default identity), named after `name`."""
-        key = (name, tuple(perm) if perm is not None else None)
-        cached = self.weight_names.get(repr(key))
-        if cached is not None and cached in self.vals:
-            return self.vals[cached]
+        `perm` as in TensorVal, default identity), named after `name`; the
+        same argument for the same values under that name and `perm`.  A
+        converter may derive an array from the initializer `name` (reshaped,
+        cast), so a name alone does not say the values: two
+        InstanceNormalizations sharing a scale, on inputs of ranks 3 and 4,
+        read the first one's [C, 1] scale for the second's [C, 1, 1], a wrong
+        result (an outside user, session 63)."""
+        key = repr((name, tuple(perm) if perm is not None else None))
         array = self.check_data(c_order(array), name)
+        for cached in self.weight_names.get(key, []):
+            held = self.weights.get(cached)
+            if (
+                cached in self.vals
+                and held is not None
+                and held.dtype == array.dtype
+                and held.shape == array.shape
+                and np.array_equal(held, array)
+            ):
+                return self.vals[cached]
         arg_name = nem_name(name, self.names)
         elem = ir.Type.parse(ELEM_TYPE_NAMES[array.dtype])
         arg = self.block.add_argument(
@@ -569,7 +582,7 @@ class Importer:
         for i, p in enumerate(perm):
             shape[p] = array.shape[i]
         tv = TensorVal(arg, tuple(shape), perm)
-        self.weight_names[repr(key)] = arg_name
+        self.weight_names.setdefault(key, []).append(arg_name)
         self.vals[arg_name] = tv
         return tv
 
