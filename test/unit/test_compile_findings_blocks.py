@@ -4,7 +4,8 @@ bounds after a Conv (an internal error of the tile stage), a Clip whose two
 bounds are graph inputs (one named per compile), and a reduction over
 whole axes warned with a window's reasons; and what an outside review
 found (session 63): Mul(x, x) loading x twice; and an outside user's
-(session 63): norms of other ranks sharing a scale.  Compiled, run and compared
+(session 63): norms of other ranks sharing a scale, a model output named
+`transfer`.  Compiled, run and compared
 with onnxruntime (`compile_runs.run_api`) where they compile."""
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ pytest.importorskip("mlir.ir")
 from compile_runs import graph_model, run_api  # noqa: E402
 from onnx import TensorProto  # noqa: E402
 from onnx import helper as oh  # noqa: E402
+
+from nem.dialect.reserved_words import RESERVED  # noqa: E402
 
 
 def _conv_then(op: str, bounds: list[float | None], dtype: int = TensorProto.FLOAT):
@@ -143,3 +146,24 @@ def test_a_scale_shared_by_norms_of_other_ranks_is_each_ones(second, reverse):
         inits,
     )
     run_api(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=8))
+
+
+@pytest.mark.parametrize("word", sorted(RESERVED))
+def test_a_model_input_or_output_named_as_a_reserved_word_runs(word):
+    """An output or input named `transfer` (an outside user, session 63):
+    the front end suffixed only its own list of the `.nem` grammar's words,
+    the lowering renamed the buffer `arg0`, and the interface (`-v`'s
+    `run:` line, `nem-run --output transfer:...`) named one the program did
+    not have.  One list now (`nem.dialect.reserved_words`): run by the
+    interface's names, for every word."""
+    f32 = TensorProto.FLOAT
+    for x, y in ((word, "y"), ("x", word)):
+        graph = oh.make_graph(
+            [oh.make_node("Relu", [x], [y])],
+            "g",
+            [oh.make_tensor_value_info(x, f32, [2, 3])],
+            [oh.make_tensor_value_info(y, f32, [2, 3])],
+        )
+        result = run_api(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]))
+        for name, _, _ in (*result.interface.inputs, *result.interface.outputs):
+            assert f"buffer {name} :" in result.nem

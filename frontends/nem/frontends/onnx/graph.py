@@ -44,6 +44,7 @@ from mlir import ir
 
 from nem.dialect.diagnostics import LAYOUT
 from nem.dialect.elements import ELEM_DTYPES
+from nem.dialect.reserved_words import RESERVED
 from nem.frontends.onnx import emit
 from nem.frontends.onnx.bind import bind_fix
 from nem.frontends.onnx.diagnostics import NodeRef, OnnxImportError
@@ -156,29 +157,6 @@ class TensorVal:
         return emit.elem_type(self.value)
 
 
-_KEYWORDS = {
-    "const",
-    "let",
-    "buffer",
-    "region",
-    "loop",
-    "endloop",
-    "wait",
-    "in",
-    "out",
-    "device",
-    "include",
-    "program",
-    "deps",
-    "type_family",
-    "elem",
-    "shape",
-    "layout",
-    "strides",
-    "quant",
-}
-
-
 def nem_name(name: str, taken: set[str]) -> str:
     """A NEM identifier for an ONNX name (`input.1` -> `input1`), unique in
     `taken`.  A trailing `_<digits>` is avoided (xDSL reads it as a
@@ -190,7 +168,7 @@ def nem_name(name: str, taken: set[str]) -> str:
     if base[0].isdigit():
         base = "t" + base
     base = re.sub(r"_+(?=[0-9_]*$)", "", base)
-    if base in _KEYWORDS:
+    if base in RESERVED:
         base += "_t"
     out, k = base, 1
     while out in taken:

@@ -25,6 +25,7 @@ from nem.dialect.attributes import mem_level_error
 from nem.dialect.builder import Loc, NemBuilder
 from nem.dialect.diagnostics import Diagnostic, NemDiagnosticError
 from nem.dialect.ops import LoopOp
+from nem.dialect.reserved_words import RESERVED
 from nem.passes.lowering.affine_algebra import Aff, Var, eval_map
 from nem.passes.lowering.diagnostics import reject
 from nem.passes.lowering.legality import TaskLegality
@@ -38,35 +39,6 @@ if TYPE_CHECKING:
     from nem.dialect.device_model import Device
     from nem.dialect.families import Catalog
     from nem.passes.lowering.memref_roots import MemrefRoots
-
-NEM_KEYWORDS = frozenset(
-    {
-        "in",
-        "out",
-        "loop",
-        "endloop",
-        "region",
-        "const",
-        "let",
-        "buffer",
-        "transfer",
-        "store",
-        "wait",
-        "deps",
-        "program",
-        "device",
-        "include",
-        "mod",
-        "elem",
-        "shape",
-        "layout",
-        "strides",
-        "quant",
-        "size",
-        "align",
-    }
-)
-"""Words the `.nem` grammar reserves: never used as generated names."""
 
 
 @dataclass
@@ -152,7 +124,7 @@ class Names:
         return self._buffers
 
     def fresh(self, hint: str | None, default: str) -> str:
-        base = hint if hint and hint.isidentifier() and hint not in NEM_KEYWORDS else None
+        base = hint if hint and hint.isidentifier() and hint not in RESERVED else None
         if base is None:
             name, self._buffers = self._numbered(default, self._buffers)
             return name
