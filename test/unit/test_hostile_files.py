@@ -443,6 +443,15 @@ def test_empty_output_name_is_refused(tmp_path):
         check_output_path("", "-o")
 
 
+def test_an_output_name_too_long_for_the_file_system_is_refused(tmp_path):
+    """A 300-character file name (an outside user, session 63: `nem-run
+    --output` said 'internal error: OSError: File name too long ... This is
+    a bug in nem-run'): refused before any work, naming the file."""
+    path = str(tmp_path / ("b" * 300 + ".npy"))
+    with pytest.raises(InputError, match="cannot write .*File name too long"):
+        check_output_path(path, "--output y")
+
+
 def test_device_by_name_in_an_include_dir_is_that_file(tmp_path):
     """A broken `-I DIR/npm_lite.nem` was skipped and the shipped npm_lite
     targeted, exit 0 (D-DEV-LOOKUP); its own error now."""

@@ -201,7 +201,11 @@ def check_output_path(path: str, flag: str, inputs: Sequence[str] = ()) -> None:
         )
     if path.endswith(("/", os.sep)):
         raise InputError(flag, f"'{path}' names a directory, not a file")
-    if p.exists() or p.is_symlink():
+    try:  # (a name longer than the file system takes: ENAMETOOLONG, an outside user, session 63)
+        present = p.exists() or p.is_symlink()
+    except OSError as e:
+        raise InputError(flag, f"cannot write '{path}': {e.strerror}") from None
+    if present:
         try:
             st = os.stat(path)
         except OSError as e:
