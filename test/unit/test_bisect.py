@@ -131,6 +131,25 @@ def test_an_output_onnxruntime_computes_in_f32_is_judged_by_the_reference_evalua
     assert "y: out of tolerance of onnxruntime's result where a step matches" in b.render()
 
 
+def test_a_nan_where_onnxruntime_has_a_number_is_said(recwarn):
+    """A MaxPool whose window holds a NaN (an outside user, session 63):
+    NEM's max propagates it, onnxruntime's MaxPool drops it (documented in
+    docs/compile.md, D-COMPILE-TOL); the bisection's line said 'max |error|
+    0, error/tol inf' between numpy's warnings.  It says where the NaN is,
+    and numpy warns nothing."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 2])
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
+    model = helper.make_model(
+        helper.make_graph([node], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 13)]
+    )
+    inputs = {"x": np.array([[[[np.nan, 1, 2, 3], [0, -1, 4, np.inf]]]], np.float32)}
+    b = bisect(model, CompileOptions(device="npm_pro_x1"), inputs=inputs, run_nem=run_nem)
+    assert b.culprit is not None and b.culprit.name == "import"
+    assert "y: 1 of 2 elements differ; 1 NaN where onnxruntime has a number" in b.render()
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
 def test_a_right_compile_has_no_culprit():
     b = bisect(
         _model(EXP_NEG_MUL, [3, 7], [3, 7]), CompileOptions(device="npm_pro_x1"), run_nem=run_nem
