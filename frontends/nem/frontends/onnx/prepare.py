@@ -587,7 +587,7 @@ def prepare(
         try:
             simplified = simplify(m, arrays)
         except Exception as e:  # a library failure must not stop the compile
-            notes.append(f"{NOT_SIMPLIFIED}: onnxscript's optimizer failed ({e})")
+            notes.append(f"{NOT_SIMPLIFIED}: onnxscript's optimizer failed ({_root_cause(e)})")
         else:
             lost = undefined_reads(simplified)
             if lost and not undefined_reads(m):
@@ -621,3 +621,14 @@ def prepare(
     if checker is not None:
         notes.insert(0, f"onnx.checker.check_model rejects the model: {checker}")
     return Prepared(m, node_index, notes, checker, kept, flow, opset)
+
+
+def _root_cause(e: BaseException) -> str:
+    """The innermost exception `e` was raised from, as `Type: message`: a
+    failed onnx_ir pass wraps the error in one naming the pass manager
+    object's repr (an outside user, session 63, read `'<onnx_ir.passes.
+    PassManager object at 0x7f...>' pass` in a remark)."""
+    while e.__cause__ is not None:
+        e = e.__cause__
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
