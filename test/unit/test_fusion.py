@@ -539,3 +539,51 @@ def test_a_fused_convolutions_per_tile_steps_are_its_bias_and_epilogue_ops():
         ops = transform.linalg_ops(fn)
         assert [op.name for op in ops][1].startswith("linalg.conv")
         assert fusion_groups.tile_steps(fn, ops) == {1: 2}
+
+
+def _padded_read_twice(producer: str):
+    """`producer` (a padded 3x3 Conv with bias, or a 3x1 AveragePool) of x
+    (1x4x6x6), a Relu (the Conv's) or the pooling's scale writing the
+    interior of a padded MaxPool's input, and a per-channel Mul reading it
+    too (the group's next epilogue): two outputs, the MaxPool's and the Mul's."""
+    rng = np.random.default_rng(0)
+
+    def init(name, *shape):
+        return numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
+
+    if producer == "conv":
+        nodes = [
+            helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1] * 4),
+            helper.make_node("Relu", ["c"], ["r"]),
+        ]
+        inits, f = [init("w", 8, 4, 3, 3), init("b", 8)], 8
+    else:
+        nodes = [helper.make_node("AveragePool", ["x"], ["r"], kernel_shape=[3, 1])]
+        inits, f = [], 4
+    nodes += [
+        helper.make_node("MaxPool", ["r"], ["m"], kernel_shape=[1, 4], pads=[0, 2, 0, 0]),
+        helper.make_node("Mul", ["r", "s"], ["y"]),
+    ]
+    f32 = TensorProto.FLOAT
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", f32, [1, 4, 6, 6])],
+        [helper.make_tensor_value_info(o, f32, None) for o in ("m", "y")],
+        [*inits, init("s", 1, f, 1, 1)],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("producer", ["conv", "pool"])
+def test_an_epilogue_writing_a_padded_interior_read_by_the_next_is_copied_out(producer):
+    """A silent wrong result found by the graph fuzzer (session 63, seed
+    6303: an AveragePool, a padded MaxPool of it, a BatchNormalization of
+    it), on main's convolutions too: the Relu (or the pooling's scale)
+    writes the interior of the MaxPool's padded input in place
+    (D-COMPILE-PAD-IN-PLACE), as an epilogue whose output the next epilogue
+    (the Mul) reads.  The interior's view had only the group's users (the
+    MaxPool reads the padded buffer), so its copy-out was dropped and the
+    MaxPool read a buffer nothing wrote (8.78 off onnxruntime).  A view is
+    always copied out (`Group.keep`)."""
+    same_bits(_padded_read_twice(producer))

@@ -76,11 +76,18 @@ class Group:
 
     def keep(self) -> list[bool]:
         """Per output: whether it is copied out of the tile (the last one;
-        a function argument, read by the caller; one something else reads)."""
+        a function argument, read by the caller; a view of a buffer, such
+        as a padded tensor's interior, whose other readers read the buffer,
+        not the view; one something else reads).  A fuzzed model (session
+        63): an AveragePool's scale wrote the interior of a MaxPool's padded
+        input, and a BatchNormalization read it as the next epilogue; the
+        MaxPool reads the padded buffer, not the interior's view, so the
+        view's users were all the group's, and its copy-out was dropped."""
         ours = self.mine()
         outs = self.outputs()
+        block = self.conv.block
         return [
-            owner_op(v) is None or any(all(u != s for s in ours) for u in users_of(v))
+            not whole_buffer(v, block) or any(all(u != s for s in ours) for u in users_of(v))
             for v in outs[:-1]
         ] + [True]
 
