@@ -541,13 +541,7 @@ class Importer:
         array = self.check_data(c_order(array), name)
         for cached in self.weight_names.get(key, []):
             held = self.weights.get(cached)
-            if (
-                cached in self.vals
-                and held is not None
-                and held.dtype == array.dtype
-                and held.shape == array.shape
-                and np.array_equal(held, array)
-            ):
+            if held is not None and held.dtype == array.dtype and np.array_equal(held, array):
                 return self.vals[cached]
         arg_name = nem_name(name, self.names)
         elem = ir.Type.parse(ELEM_TYPE_NAMES[array.dtype])
