@@ -87,7 +87,9 @@ class Group:
         outs = self.outputs()
         block = self.conv.block
         return [
-            not whole_buffer(v, block) or any(all(u != s for s in ours) for u in users_of(v))
+            owner_op(v) is None
+            or not whole_buffer(v, block)
+            or any(all(u != s for s in ours) for u in users_of(v))
             for v in outs[:-1]
         ] + [True]
 
