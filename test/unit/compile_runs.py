@@ -188,6 +188,28 @@ def same_bits(model, device: str = DEVICE, **opts) -> tuple[int, int]:
     return dma_bytes(fused.nem, device), dma_bytes(plain.nem, device)
 
 
+def l1_needs(monkeypatch) -> list[int]:
+    """The L1 needs (the most bytes of any engine's L1) that the tile stage
+    measures (`l1_plan.measure`) in a compile run after this call, in order,
+    appended as they are measured; the lowering's buffers packed tightly
+    (`SPREAD_TRIES` 0: a spread packing spends the room L1 has left), so
+    that the lowered program's high-water mark compares with them."""
+    import nem.analysis.buffer_lifetimes as bl
+    from nem.compile import l1_plan
+
+    needs: list[int] = []
+    measure = l1_plan.measure
+
+    def spy(*args, **kwargs):
+        need = measure(*args, **kwargs)
+        needs.append(max(need.by_space.values(), default=0))
+        return need
+
+    monkeypatch.setattr(l1_plan, "measure", spy)
+    monkeypatch.setattr(bl, "SPREAD_TRIES", 0)
+    return needs
+
+
 def _timed_total(text: str, device: str):
     """The whole program's roofline group of a timed run (D-RT-ROOFLINE)."""
     it = NemInterpreter(device=device, trace=False)

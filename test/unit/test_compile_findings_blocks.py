@@ -55,7 +55,7 @@ def test_an_identity_after_a_conv_compiles(op, bounds, dtype):
     """An outside user's models (session 62): a Clip of no bounds, or of
     -inf and +inf, after a Conv (MobileNet's ReLU6 written without bounds)
     was an internal error of the tile stage ('IndexError: list index out of
-    range' in `l1_plan._tree`): the importer made it a copy, fused into the
+    range' in `l1_scratch._tree`): the importer made it a copy, fused into the
     conv as an epilogue of no scalar op.  The Clip is now the identity (as
     ONNX defines it); a Mean of one input, still such an epilogue, declares
     no scratch tile."""

@@ -15,6 +15,7 @@ pytest.importorskip("mlir.ir")
 pytest.importorskip("onnx")
 
 from compile_runs import (  # noqa: E402
+    l1_needs,
     outputs_of,
     same_bits,
     timed_cycles,
@@ -22,7 +23,7 @@ from compile_runs import (  # noqa: E402
 )
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from nem.compile import compile_onnx, l1_plan  # noqa: E402
+from nem.compile import compile_onnx  # noqa: E402
 
 OPTS = {"device": "npm_pro_x1"}
 
@@ -196,24 +197,14 @@ def test_a_fused_tiles_l1_need_is_what_the_lowering_declares(tail, monkeypatch):
     and the broadcast scale and shift): the L1 need measured for the fused
     tile (D-COMPILE-L1) is the lowered program's L1 high-water mark, or one
     scratch tile more (the 0 of the Relu's `max(x, 0)` counts as a splat,
-    `l1_plan._tree`), so the program is not tiled again for exceeding L1.
+    `l1_scratch._tree`), so the program is not tiled again for exceeding L1.
     Read on the tight packing: a spread one (D-LOW-SHARE) spends the room L1
     has left."""
-    import nem.analysis.buffer_lifetimes as bl
     from nem.analysis.capacity import memory_maps
     from nem.frontends.nem_text.parser import parse_nem
     from nem.passes.share_buffers import packed_footprints
 
-    needs: list[int] = []
-    measure = l1_plan.measure
-
-    def spy(*args, **kwargs):
-        need = measure(*args, **kwargs)
-        needs.append(max(need.by_space.values(), default=0))
-        return need
-
-    monkeypatch.setattr(l1_plan, "measure", spy)
-    monkeypatch.setattr(bl, "SPREAD_TRIES", 0)
+    needs = l1_needs(monkeypatch)
     result = compile_onnx(_model(tail, c=32, f=64, hw=56), **OPTS)
     assert not [r for r in result.remarks if "exceeded L1" in r], result.remarks
     program = parse_nem(result.nem).ops.first

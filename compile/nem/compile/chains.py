@@ -20,7 +20,7 @@ output is an allocation that E2 alone reads (at identity maps), become one
 The intermediate allocation disappears; repeated, a chain E1 -> .. -> Ek
 becomes one op, planned, tiled and staged as any op, whose tree the
 lowering raises as one task per body op on L1 scratch (D-LOW-RAISE,
-D-LOW-BCAST-OPERAND; `l1_plan._temporaries` sizes the scratch).  What
+D-LOW-BCAST-OPERAND; `l1_scratch.temporaries` sizes the scratch).  What
 D-COMPILE-FUSE-L1 may take as a convolution's epilogues (ops of identity
 maps reading its output) is left to it; a fused chain after a convolution
 (a BatchNormalization and its Relu) is one epilogue of it, whose tree's

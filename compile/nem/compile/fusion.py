@@ -62,6 +62,9 @@ from nem.compile.linalg_ir import (
 from nem.compile.nest_ir import owner_op
 from nem.compile.plan import Plan
 
+OUT_CHANNELS = 3
+"""The output channels' loop of the dense form (n, oh, ow, f, kh, kw, c)."""
+
 FUSE = "nem_fuse"
 """A fused op's (and its tiles') description: the convolution's strides
 and dilations, its weight's shape, each epilogue's count of other inputs,
@@ -137,15 +140,26 @@ def fuse(
             or (len(plan.engines) > 1 and plan.split_dim in red)
         ):
             continue
+        if g.prologue is not None and (
+            index[g.prologue] in gone or (len(plan.engines) > 1 and plan.split_dim == OUT_CHANNELS)
+        ):
+            # (an earlier group's epilogue; or each engine's part of the
+            # output channels would run the prologue on the whole input:
+            # ResNet-50's last 1x1 convolutions, 2,000 cycles slower each)
+            g = g.without_prologue()
         fitting = _fitting(g, plan.sizes, budget)
         if fitting is None:
             continue
         g = fitting
         f = _build(g)
         fused[k] = (f, _whole_reduction(plan, red))
-        gone.update(index[e] for e in [g.bias, *g.epilogues])
-        for e in [*reversed(g.epilogues), g.conv, g.bias]:
+        pro = [] if g.prologue is None else [g.prologue]
+        x = owner_op(g.conv.operands[0])  # (with a prologue, X's allocation)
+        gone.update(index[e] for e in [*pro, g.bias, *g.epilogues])
+        for e in [*reversed(g.epilogues), g.conv, g.bias, *pro]:
             e.erase()
+        if pro and x is not None:  # (X: nothing reads or writes it any more)
+            x.erase()
     out_ops: list[ir.Operation] = []
     out_plans: list[Plan | None] = []
     for k, (op, plan) in enumerate(zip(ops, plans)):
@@ -199,31 +213,43 @@ def _build(g: Group) -> ir.Operation:
             b, _ = form.split(g.start(), "affine_map<(d0, d1, d2, d3) -> (d3)>", ip, groups)
     ys = [y for y, _ in split]
     n = form.loops
+    pys = g.pro_others()
+    pro_maps = [] if g.prologue is None else other_maps(g.prologue, g.source)
     maps = [
         form.input_map(s, d),
         form.weight_map(),
         _scalar_map(n) if g.filled() else form.channel_map(n),
         *[widen(m, n) for _, m in split],
+        *[_compose(m, form.input_map(s, d)) for m in pro_maps],
         *[widen(identity_map(form.rank), n)] * len(outs),
     ]
+    if g.source is not None:
+        x = g.source
     iters = ["parallel"] * form.rank + ["reduction"] * len(form.reduction)
     elem = ir.MemRefType(x.type).element_type  # the group's one (`linalg_ir.FUSED_TYPES`)
     with conv.location:
         op = linalg.GenericOp(
             [],
-            [x, w, b, *ys],
+            [x, w, b, *ys, *pys],
             outs,
             ir.ArrayAttr.get([ir.AffineMapAttr(ir.Attribute.parse(m)) for m in maps]),
             ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{t}>") for t in iters]),
             ip=ir.InsertionPoint(conv),
         )
-        block = op.regions[0].blocks.append(*([elem] * (3 + len(ys) + len(outs))))
+        block = op.regions[0].blocks.append(*([elem] * (3 + len(ys) + len(pys) + len(outs))))
         args = list(block.arguments)
         y_args = args[3 : 3 + len(ys)]
-        o_arg = args[3 + len(ys)]
+        o_arg = args[3 + len(ys) + len(pys)]
         with ir.InsertionPoint(block):
+            xv = args[0]
+            if g.prologue is not None:  # X's element, computed from the source's
+                theirs = iter(args[3 + len(ys) : 3 + len(ys) + len(pys)])
+                feed = [
+                    xv if v == g.source else next(theirs) for v in operand_segments(g.prologue)[0]
+                ]
+                xv = _clone_body(body_of(g.prologue), feed)
             first = _init(args[2], o_arg, form.reduction)
-            total = form.accumulate(first, args[0], args[1])
+            total = form.accumulate(first, xv, args[1])
             results, cur = [total], total
             for e, others, prev in zip(g.epilogues, g.others, g.prevs):
                 mine, y_args = y_args[: len(others)], y_args[len(others) :]
@@ -240,9 +266,24 @@ def _build(g: Group) -> ir.Operation:
             "weight": ir.DenseI64ArrayAttr.get(ir.MemRefType(w.type).shape),
             "ins": ir.DenseI64ArrayAttr.get([len(o) for o in g.others]),
             "keep": ir.DenseI64ArrayAttr.get([int(k) for k in keep]),
+            "prologue": ir.ArrayAttr.get([ir.StringAttr.get(m) for m in pro_maps]),
+            "pro": ir.BoolAttr.get(g.prologue is not None),
         }
     )
     return op.operation
+
+
+def _compose(m: str, inner: str) -> str:
+    """The map over the fused op's loops of a prologue input read at `m`
+    over X's 4 dimensions, X being read at `inner` (`Form.input_map`):
+    each of `m`'s dimensions replaced by `inner`'s expression of it, a
+    constant kept (`fusion_groups._broadcast`'s forms)."""
+    outer = ir.AffineMapAttr(ir.Attribute.parse(m)).value
+    at = ir.AffineMapAttr(ir.Attribute.parse(inner)).value
+    exprs = [
+        at.results[e.position] if isinstance(e, ir.AffineDimExpr) else e for e in outer.results
+    ]
+    return str(ir.AffineMapAttr.get(ir.AffineMap.get(at.n_dims, 0, exprs)))
 
 
 def _scalar_map(n: int) -> str:
@@ -322,7 +363,7 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
     weight = list(ir.DenseI64ArrayAttr(info["weight"]))
     form = FORMS[ir.StringAttr(info["conv"]).value]
     ins, outs = operand_segments(t)
-    x, w, b, ys = ins[0], ins[1], ins[2], ins[3:]
+    x, w, b, ys = ins[0], ins[1], ins[2], ins[3 : 3 + sum(ins_of)]
     if any(_box(w)[i] != weight[i] for i in form.weight_reduction):
         raise CompileError(
             "tile",
@@ -333,6 +374,9 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
         for v in outs:  # O's tile starts from the bias, each P's is written whole
             for c in _copies(v)[0]:
                 _erase_copy(c, 0)
+        unstaged: list[ir.Operation] = []  # (staging copies no longer read)
+        if ir.BoolAttr(info["pro"]).value:
+            unstaged += _prologue_tile(t, ins[3 + sum(ins_of) :], hoist)
         if isinstance(b.type, ir.MemRefType):
             _generic([b], outs[0], [form.channel_map(form.rank)], ip, _yield_first)
         else:  # (no bias: the unfused program's fill, on the tile)
@@ -352,7 +396,6 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
         results = list(list(body_of(t).operations)[-1].operands)  # (the yield's)
         prev = outs[0]
         made: list[Staged] = []
-        unstaged: list[ir.Operation] = []  # (staging copies no longer read)
         for i, (step, maps) in enumerate(epilogue_steps(t)):
             mine, ys = ys[: len(maps)], ys[len(maps) :]
             args = _f_args(t, i, ins_of)
@@ -384,6 +427,155 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
     t.erase()
     for cp in unstaged:
         _drop_staging(cp)
+
+
+def _prologue_tile(t: ir.Operation, pys: list[ir.Value], hoist: bool) -> list[ir.Operation]:
+    """The prologue of fused tile `t` on its input tile, in place, right
+    after the copy staging it (and so once per copy: where the copy is
+    hoisted out of the output channels' loop, once for all of them): the
+    elementwise ops of the prologue's body (`prologue_parts`) reading the
+    staged tile and its per-channel inputs `pys` where they are (the
+    function's arguments), writing the tile (D-HAZ-INPLACE).  Returns the
+    staging copies of `pys` that `t` alone read (to drop once `t` is gone)."""
+    from nem.compile.errors import CompileError
+
+    found = prologue_step(t)
+    copy = staged_into(t.operands[0])
+    roots = [_root_argument(y) for y in pys]
+    if (
+        found is None
+        or copy is None
+        or any(r is None for r in roots)
+        or not ir.MemRefType(copy.operands[1].type).has_static_shape
+    ):
+        raise CompileError(
+            "tile", f"internal: a fused prologue's inputs are not staged weights ({t.location})"
+        )
+    step, xv, maps, pro = found
+    tile, at = copy.operands[1], ir.InsertionPoint(copy)
+    with t.location:  # (each before the copy, in order; the copy then before the parts)
+        staged: list[Staged] = []
+        for r, m in zip(roots, maps):
+            b = _broadcast_tile(r, m, tile, at) if r is not None else None
+            assert b is not None  # (a weight, onto a static tile: checked above)
+            staged.append(b)
+        made = [
+            _generic(
+                [tile, *(staged[j].view.results[0] for j in inputs)],
+                tile,
+                [identity_map(RANK)] * (1 + len(inputs)),
+                at,
+                _part_body(ops, root, [prev, *(pro[j] for j in inputs)]),
+            )
+            for ops, root, inputs, prev in prologue_parts(step, xv, body_of(t).arguments[0], pro)
+        ]
+        for b in staged:
+            memref.DeallocOp(b.alloc.results[0], ip=at)
+    if made:
+        copy.move_before(made[0])
+    for b in staged:  # (made once, outside the tile loops: their sources are weights)
+        if hoist and hoist_op(b.bcast) and not list(b.offset.results[0].uses):
+            b.offset.erase()
+    return [c for y in pys if (c := _staging_copy(y, t)) is not None]
+
+
+def _part_body(
+    ops: list[ir.Operation], root: ir.Value, old: list[ir.Value]
+) -> Callable[[list[ir.Value]], list[ir.Value]]:
+    """The body of a prologue part's op (`_generic`'s `body`): `ops` cloned,
+    the values `old` mapped to the block's arguments in order, yielding
+    `root`'s clone."""
+
+    def body(args: list[ir.Value]) -> list[ir.Value]:
+        mapping = list(zip(old, args))
+        clone_ops(ops, mapping)
+        return [next((n for o, n in mapping if o == root), root)]
+
+    return body
+
+
+Part = tuple[list[ir.Operation], ir.Value, list[int], ir.Value]
+"""A part of a prologue run as one elementwise op in place on the tile:
+its body's ops, the value it yields, the per-channel inputs it reads (their
+positions), and the value it starts from (the tile's element)."""
+
+
+def prologue_parts(
+    step: list[ir.Operation], root: ir.Value, start: ir.Value, pro: list[ir.Value]
+) -> list[Part]:
+    """The prologue `step` (computing `root` from `start` and the per-channel
+    inputs `pro`) as the in-place ops a tile runs: one per op when each op
+    reads the previous one's value once and no earlier one (a
+    BatchNormalization's multiply and add, then a Relu), so that each needs
+    L1 scratch for its own broadcast input only (the whole tree as one op
+    takes a tile per inner value and per broadcast input: DenseNet-121's
+    five input tiles shrank its convolutions' tiles, 52,772 -> 213,073
+    tasks); else the whole tree as one op.  Each op computes what the
+    unfused program's does, on the same values: bit-identical."""
+    parts: list[Part] = []
+    prev, made = start, [start]
+    for o in step:
+        operands = list(o.operands)
+        alone = (
+            len(o.results) == 1
+            and o.results[0].type == start.type
+            and sum(1 for v in operands if v == prev) == 1
+            and not any(v != prev and any(v == m for m in made) for v in operands)
+        )
+        if not alone:
+            return [(step, root, list(range(len(pro))), start)] if step else []
+        inputs = [j for j, a in enumerate(pro) if any(v == a for v in operands)]
+        parts.append(([o], o.results[0], inputs, prev))
+        prev = o.results[0]
+        made.append(prev)
+    return parts
+
+
+def prologue_step(
+    t: ir.Operation,
+) -> tuple[list[ir.Operation], ir.Value, list[str], list[ir.Value]] | None:
+    """The prologue of the fused op (or tile) `t`, None without one: the ops
+    of `t`'s body computing X's element from the source's and the
+    per-channel inputs' (empty for a copy), that element, those inputs'
+    maps over X's 4 dimensions and their arguments of the body."""
+    info = ir.DictAttr(t.attributes[FUSE])
+    if not ir.BoolAttr(info["pro"]).value:
+        return None
+    maps = [ir.StringAttr(m).value for m in ir.ArrayAttr(info["prologue"])]
+    block = body_of(t)
+    args = list(block.arguments)
+    first = 3 + sum(ir.DenseI64ArrayAttr(info["ins"]))
+    mul = next(
+        o
+        for o in block.operations
+        if o.name == "arith.mulf" and any(v == args[1] for v in o.operands)
+    )
+    xv = mul.operands[0] if mul.operands[1] == args[1] else mul.operands[1]
+    pro = args[first : first + len(maps)]
+    return _slice(block, xv, [args[0], *pro]), xv, maps, pro
+
+
+def staged_into(x: ir.Value) -> ir.Operation | None:
+    """The one `linalg.copy` staging the L1 buffer that tile operand `x`
+    (its view, or a subview of that) is, else None."""
+    v = x
+    while (owner := owner_op(v)) is not None and owner.name == "memref.subview":
+        v = owner.operands[0]
+    into = _copies(v)[0]
+    return into[0] if len(into) == 1 else None
+
+
+def _root_argument(y: ir.Value) -> ir.Value | None:
+    """The function argument that the staged tile `y` (a per-channel
+    prologue input, never tiled) was copied from whole, else None."""
+    copy = staged_into(y)
+    if copy is None:
+        return None
+    v = copy.operands[0]
+    while (owner := owner_op(v)) is not None and owner.name == "memref.subview":
+        v = owner.operands[0]
+    same = owner is None and ir.MemRefType(v.type).shape == ir.MemRefType(y.type).shape
+    return v if same else None
 
 
 def _staging_copy(y: ir.Value, t: ir.Operation) -> ir.Operation | None:
@@ -443,7 +635,8 @@ def broadcast_inputs(t: ir.Operation) -> list[ir.Value]:
     map (a per-channel scale or shift): `finish` makes each an L1 tile of
     the output's shape (`_broadcast_tile`), once outside the tile loops
     its source does not vary in, which the L1 measure (`l1_plan`) counts."""
-    ins = operand_segments(t)[0][3:]
+    ins_of = ir.DenseI64ArrayAttr(ir.DictAttr(t.attributes[FUSE])["ins"])
+    ins = operand_segments(t)[0][3 : 3 + sum(ins_of)]
     rank = _rank(t)
     maps = [widen(m, rank) for m in map_strings(t)[3 : 3 + len(ins)]]
     return [y for y, m in zip(ins, maps) if m != identity_map(rank)]

@@ -5,7 +5,11 @@ A group is a bias broadcast (or, without a bias, the fill of the output
 with zero), the convolution accumulating into its output and up to MAX_EPILOGUES elementwise ops reading that output (a
 BatchNormalization's scale and shift, a ReLU or clip, a residual add),
 each only read elsewhere, so the tile can run them while it is in L1
-(`find_groups`; `fusion.fuse` rewrites each group into one op).
+(`find_groups`; `fusion.fuse` rewrites each group into one op).  A dense
+convolution's group may also hold a prologue: the elementwise op that
+alone writes the convolution's input (a pre-activation network's
+BatchNormalization and Relu before each convolution, DenseNet's), which
+each tile then runs on its input tile in L1 (`_prologue`).
 """
 
 from __future__ import annotations
@@ -52,6 +56,11 @@ class Group:
     """Each epilogue's inputs besides the previous result, in order."""
     prevs: list[ir.Value]
     """Each epilogue's input that the chain computes (O, P1, ..)."""
+    prologue: ir.Operation | None = None
+    """The elementwise op computing the convolution's input X from `source`
+    (and per-channel inputs), run on each input tile in L1 (`_prologue`)."""
+    source: ir.Value | None = None
+    """What the prologue reads at the identity: the fused op's input."""
 
     def start(self) -> ir.Value:
         """What the output starts from: the 1-d bias, or the fill's scalar."""
@@ -72,7 +81,17 @@ class Group:
         writes O through), the epilogues."""
         view = owner_op(self.conv.operands[2])
         views = [view] if view is not None and self.out != self.conv.operands[2] else []
-        return [self.bias, self.conv, *views, *self.epilogues]
+        pro = [] if self.prologue is None else [self.prologue]
+        return [*pro, self.bias, self.conv, *views, *self.epilogues]
+
+    def pro_others(self) -> list[ir.Value]:
+        """The prologue's inputs besides `source`, in order."""
+        if self.prologue is None:
+            return []
+        return [v for v in operand_segments(self.prologue)[0] if v != self.source]
+
+    def without_prologue(self) -> Group:
+        return replace(self, prologue=None, source=None)
 
     def keep(self) -> list[bool]:
         """Per output: whether it is copied out of the tile (the last one;
@@ -318,9 +337,75 @@ def conv_group(conv: ir.Operation, form: Form) -> Group | None:
         outs.append(prev)
         if not _only_read(prev, skip):
             break  # (its output is written again after it: the chain ends)
+    pro = _prologue(conv, form, outs)
     if form.pool and not epilogues:
         return None  # (a pooling starts its tiles from the fill in L1 unfused too)
-    return Group(bias, conv, form, o, epilogues, others, prevs)
+    return Group(bias, conv, form, o, epilogues, others, prevs, *(pro or (None, None)))
+
+
+VIEWS = ("memref.subview", "memref.view", *MEMREF_RESHAPES)
+
+
+def _prologue(
+    conv: ir.Operation, form: Form, outs: list[ir.Value]
+) -> tuple[ir.Operation, ir.Value] | None:
+    """(P, its source) when the dense convolution `conv` reads its input X
+    from an elementwise op P alone, so that each tile can compute its input
+    tile from P's inputs in L1: X a buffer of its own that only P writes
+    (whole, at the identity) and only `conv` reads (whole: no padding
+    between them, which P would have to skip), P's one input read at the
+    identity (its source) and the others broadcast (per channel), none
+    written between P and `conv` (so they hold the same values at the
+    convolution's place) nor among the group's outputs `outs`.  The
+    per-channel inputs must be the function's arguments (weights): the
+    tiles read them where they are (`fusion.finish`)."""
+    if form.grouped or form.pool:
+        return None
+    x = conv.operands[0]
+    alloc = owner_op(x)
+    users = users_of(x)
+    if alloc is None or alloc.name != "memref.alloc" or len(users) != 2:
+        return None
+    p = users[0] if users[1] == conv else users[1] if users[0] == conv else None
+    source = None if p is None or p.name != "linalg.generic" else _source(p)
+    if p is None or source is None or p.block != conv.block or not p.is_before_in_block(conv):
+        return None
+    found = _epilogue(p, source, conv)
+    if found is None or found[1] != x:
+        return None
+    ins = operand_segments(p)[0]
+    if any(v == o for v in ins for o in outs):
+        return None
+    if any(owner_op(y) is not None for y in found[0]):
+        return None  # (a per-channel input computed in the function)
+    if not all(_unwritten(v, p, conv) for v in ins):
+        return None
+    return p, source
+
+
+def _source(p: ir.Operation) -> ir.Value | None:
+    """The one input of elementwise op `p` read at the identity map."""
+    ins = operand_segments(p)[0]
+    ident = [v for v, m in zip(ins, map_strings(p)) if m == identity_map(RANK)]
+    return ident[0] if len(ident) == 1 and ins.count(ident[0]) == 1 else None
+
+
+def _unwritten(v: ir.Value, first: ir.Operation, last: ir.Operation) -> bool:
+    """No op strictly between `first` and `last` (of one block) may write
+    the buffer `v` views, through any view of it (one outside the block
+    counts as a writer)."""
+    root = v
+    while (owner := owner_op(root)) is not None and owner.name in VIEWS:
+        root = owner.operands[0]
+    todo, block = [root], first.block
+    while todo:
+        cur = todo.pop()
+        for u in users_of(cur):
+            if u.name in VIEWS:
+                todo.append(u.results[0])
+            elif u.block != block or (_between(u, first, last) and _writes(u, cur)):
+                return False
+    return True
 
 
 def _writes(op: ir.Operation, v: ir.Value) -> bool:

@@ -15,8 +15,9 @@ So each op is measured once tiled, on the IR itself: per fast memory space
 (engine k's L1 is space 2 + k), the bytes of every L1 allocation the tiled
 op holds, each rounded up to the 64-byte alignment the lowering gives it,
 times its slots, plus the scratch the lowering may add for each compute op
-writing there (and the tiles a fused convolution's broadcast epilogue
-inputs are made into, where `fusion.finish` places them).  When that
+writing there (`nem.compile.l1_scratch`), and the tiles a fused
+convolution's broadcast epilogue and prologue inputs are made into, where
+`fusion.finish` places them.  When that
 exceeds `l1_size_bytes`, the op is tiled again
 with its budget scaled down, until it fits or its tiles are single points
 (`fit`).  Buffers of different ops are never live at the same time once
@@ -34,21 +35,18 @@ from typing import TYPE_CHECKING
 
 from mlir import ir
 
-from nem.compile.fusion import FUSE, broadcast_inputs, epilogue_steps
+from nem.compile.fusion import FUSE, broadcast_inputs, staged_into
 from nem.compile.hoist import varies
+from nem.compile.l1_scratch import ALIGN, COPIES, prologue_scratch, scratch, temporaries
 from nem.compile.nest_ir import ops_named, owner_op, scf_trips
 from nem.compile.plan import Plan
 from nem.compile.target import FAST_SPACE
 from nem.compile.tile_time import DMA_BYTES, NMU_MACS
-from nem.dialect.semantics.clamp import clamp_matches_min_max
-from nem.frontends.onnx.emit import scalar_value
 from nem.passes.lowering.structure import WIDE, tile_window
 
 if TYPE_CHECKING:
     from nem.dialect.device_model import Device
 
-ALIGN = 64
-"""The alignment of the L1 buffers the lowering declares (D-LOW-BUF)."""
 MAX_ROUNDS = 12
 """Re-tilings of one op before giving up (each at least halves its budget)."""
 LOOPS = ("scf.for", "affine.for")
@@ -94,167 +92,6 @@ def _in_loop(op: ir.Operation) -> bool:
     return False
 
 
-REDUCING = ("conv", "matmul", "pooling", "reduce", "softmax")
-"""Named linalg ops (by a part of their name) that accumulate into their output."""
-COPIES = ("linalg.copy", "linalg.fill", "linalg.transpose", "linalg.broadcast", "linalg.yield")
-"""Linalg ops the lowering turns into transfers and fills, with no scratch."""
-
-
-def _temporaries(op: ir.Operation) -> float:
-    """How many output-sized scratch tiles the lowering declares for the
-    compute op `op` (a linalg op, or an innermost affine loop writing L1),
-    in units of the output's element size: one accumulator for a reduction
-    (D-LOW-ACCUM: the product or window op into a temporary, then an add
-    into the output); for an elementwise body, as `_tree_steps` makes them
-    (passes/nem/passes/lowering/compute.py): one per op but the root, which
-    writes the output, one per distinct splat operand (its `clamp`,
-    D-LOW-SPLAT), each of its op's result type (D-LOW-CAST-TREE), and one per
-    broadcast input (D-LOW-BCAST-OPERAND).  A tile of a fused convolution
-    (D-COMPILE-FUSE-L1) is the convolution's accumulator and then each
-    epilogue's tree, as `fusion.finish` unfolds it; their scratch tiles are
-    all declared, each of the output tile's size.  Its broadcast inputs
-    are not scratch of the tile: `finish` broadcasts each into a buffer of
-    its own, outside the loops it does not vary in (`measure` counts them
-    there, `_broadcast_slots`)."""
-    if FUSE in op.attributes:
-        inside = _inside(op)
-        trees = ([inner for inner in ops if _scalar(inner)] for ops, _ in epilogue_steps(op))
-        # (an epilogue of no scalar op, a copy, declares no tile: an outside
-        # user's Clip of no bounds after a Conv, session 62)
-        return 1 + sum(_tree(body, inside, 0) for body in trees if body)
-    name = op.name
-    if any(part in name for part in REDUCING):
-        return 1
-    if "iterator_types" in op.attributes and "reduction" in str(op.attributes["iterator_types"]):
-        return 1
-    body: list[ir.Operation] = []
-
-    def visit(inner: ir.Operation) -> ir.WalkResult:
-        if _scalar(inner):
-            body.append(inner)
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    if not body:
-        return 1
-    return max(1.0, _tree(body, _inside(op), _broadcast_inputs(op)))
-
-
-def _scalar(inner: ir.Operation) -> bool:
-    """`inner` is a scalar op of an elementwise body (a tree node)."""
-    return (
-        inner.name.split(".")[0] in ("arith", "math")
-        and inner.name != "arith.constant"
-        and len(inner.results) == 1
-        and not isinstance(inner.results[0].type, ir.IndexType)
-    )
-
-
-def _inside(op: ir.Operation) -> set[ir.Value]:
-    """The values `op`'s regions define (block arguments, results of ops
-    but constants): an operand not among them is a splat."""
-    inside: set[ir.Value] = set()
-
-    def visit(inner: ir.Operation) -> ir.WalkResult:
-        for block_region in inner.regions:
-            for block in block_region.blocks:
-                inside.update(block.arguments)
-        if inner.name != "arith.constant":
-            inside.update(inner.results)
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return inside
-
-
-def _tree(body: list[ir.Operation], inside: set[ir.Value], broadcasts: int) -> float:
-    """The scratch tiles of the elementwise tree `body` (its ops in order,
-    the root last) with `broadcasts` broadcast inputs, in units of the
-    root's element size (`_temporaries`).  The 0 of a `max(x, 0)` counts as
-    a splat, although the lowering raises a `relu` (D-LOW-RAISE): one tile
-    more than declared, never less."""
-    out_bytes = _elem_bytes(body[-1].results[0].type)
-    clamps = [_clamped(inner, inside) for inner in body]
-    inner_max = [m for m in clamps if m is not None]  # (a clamp's: its tile still counted)
-    temps = sum(_elem_bytes(inner.results[0].type) for inner in body[:-1])
-    splats: set[tuple[object, int]] = set()  # one per value and type (`_tree_steps`)
-    for inner, clamp in zip(body, clamps):
-        if clamp is not None or any(inner == m for m in inner_max):
-            continue  # (its bounds are attributes)
-        width = _elem_bytes(inner.results[0].type)
-        splats.update((_splat_key(v), width) for v in inner.operands if v not in inside)
-    temps += sum(width for _, width in splats)
-    temps += out_bytes * broadcasts
-    return temps / out_bytes
-
-
-def _clamped(op: ir.Operation, inside: set[ir.Value]) -> ir.Operation | None:
-    """The `maximumf` of `op` when `op` is `minimumf(maximumf(x, lo), hi)`
-    (either operand order of each) of constant bounds, which the lowering
-    raises to one `clamp` task with no splat tiles (D-LOW-CLAMP, as
-    `nest_analysis.clamp_of`: where `clamp_matches_min_max`), else None.
-    The max's result still counts a tile: one more than the lowering
-    declares, never less."""
-    if op.name != "arith.minimumf":
-        return None
-    for m, h in (op.operands, op.operands[::-1]):
-        mx, hi = owner_op(m), _float_const(h, inside)
-        if mx is None or mx.name != "arith.maximumf" or hi is None:
-            continue
-        for x, low in (mx.operands, mx.operands[::-1]):
-            lo = _float_const(low, inside)
-            if lo is None or _float_const(x, inside) is not None:
-                continue
-            return mx if clamp_matches_min_max(lo, hi) else None
-    return None
-
-
-def _float_const(v: ir.Value, inside: set[ir.Value]) -> float | None:
-    """The value of float constant `v` (not one of the tree's own values),
-    else None."""
-    return None if v in inside else scalar_value(v)
-
-
-def _scratch(tile_bytes: int, temporaries: float) -> int:
-    """Bytes of `temporaries` output-sized scratch tiles (`tile_bytes`, a
-    multiple of ALIGN); tiles of other element sizes are each rounded up to
-    ALIGN, as the lowering declares them."""
-    if float(temporaries).is_integer():
-        return tile_bytes * int(temporaries)
-    return math.ceil(tile_bytes * temporaries) + ALIGN * math.ceil(temporaries)
-
-
-def _splat_key(v: ir.Value) -> object:
-    """A splat operand's identity as the lowering dedups them: a constant's
-    value, any other value itself."""
-    owner = v.owner
-    if isinstance(owner, ir.Operation) or isinstance(owner, ir.OpView):
-        op = owner.operation if isinstance(owner, ir.OpView) else owner
-        if op.name == "arith.constant":
-            return str(op.attributes["value"])
-    return v
-
-
-def _elem_bytes(t: ir.Type) -> int:
-    """Bytes of a scalar type (i1 and narrower integers as one byte)."""
-    width = (
-        t.width
-        if isinstance(t, (ir.IntegerType, ir.F16Type, ir.F32Type, ir.F64Type, ir.BF16Type))
-        else 32
-    )
-    return max(1, width // 8)
-
-
-def _broadcast_inputs(op: ir.Operation) -> int:
-    """The operands of a linalg op that it broadcasts: their indexing map
-    has fewer results than the loops (each copied into an output-sized
-    scratch tile, D-LOW-BCAST-OPERAND; outputs index every loop)."""
-    if "indexing_maps" not in op.attributes:
-        return 0
-    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    return sum(1 for m in maps if len(m.results) < m.n_dims)
-
-
 VIEWS = (
     "memref.view",
     "memref.subview",
@@ -276,7 +113,6 @@ def _top(op: ir.Operation, index: dict[ir.Operation, int]) -> int:
 
 def _alloc_of(v: ir.Value) -> ir.Operation | None:
     """The allocation whose bytes the memref `v` views (None: not an allocation)."""
-    from nem.compile.nest_ir import owner_op
 
     op = owner_op(v)
     while op is not None and op.name in VIEWS:
@@ -337,7 +173,7 @@ def measure(
                 for v in outs:
                     add(
                         _space(v.type),
-                        _scratch(scratch_bytes(v), _temporaries(op)) * slots(op),
+                        scratch(scratch_bytes(v), temporaries(op)) * slots(op),
                         at,
                         at,
                     )
@@ -348,6 +184,21 @@ def measure(
                             at,
                             at,
                         )
+                if FUSE in op.attributes and (pro := prologue_scratch(op)) is not None:
+                    x, tree, ys, copy = pro  # (from its input's staging to the tile)
+                    first = _top(copy, index) if copy is not None else at
+                    # (each broadcast tile is made where its staging copy is:
+                    # outside the loops once hoisted, else in each step's slot)
+                    held = sum(
+                        window if pipeline and cp is not None and _in_loop(cp) else 1
+                        for cp in map(staged_into, ys)
+                    )
+                    add(
+                        _space(x.type),
+                        scratch(scratch_bytes(x), tree) * slots(op) + scratch_bytes(x) * held,
+                        min(first, at),
+                        max(first, at),
+                    )
             if strip:  # after `_top`: an op hashes by its attributes (`index`)
                 attributes = op.attributes
                 for key in strip:
@@ -362,9 +213,7 @@ def measure(
         elif name == "affine.for" and not _has_loop(op):
             at = _top(op, index)
             for v in {s.operands[1] for s in ops_named(op, "affine.store")}:
-                add(
-                    _space(v.type), _scratch(scratch_bytes(v), _temporaries(op)) * slots(op), at, at
-                )
+                add(_space(v.type), scratch(scratch_bytes(v), temporaries(op)) * slots(op), at, at)
         return ir.WalkResult.ADVANCE
 
     for root in roots:
