@@ -332,13 +332,13 @@ def test_epilogues_that_would_shrink_a_large_weight_tile_are_not_fused(c, fused)
 
 @pytest.mark.parametrize("elem, width", [("f16", 2), ("f32", 4), ("f64", 8)])
 def test_a_broadcast_tile_holds_the_bytes_of_its_element_type(elem, width):
-    """An epilogue input's L1 tile (`fusion._broadcast_tile`) is as many bytes
+    """An epilogue input's L1 tile (`fusion_tiles.broadcast_tile`) is as many bytes
     as the output tile it is shaped like holds, at that tile's element width
     (fused epilogues are f32-only today: f16 and f64 tiles are built here
     directly), and the broadcast into it is valid IR."""
     from mlir import ir
 
-    from nem.compile import fusion
+    from nem.compile import fusion_tiles
 
     text = f"""func.func @f(%b: memref<8x{elem}>, %o: memref<1x2x3x8x{elem}, 1>) {{
   return
@@ -350,7 +350,7 @@ def test_a_broadcast_tile_holds_the_bytes_of_its_element_type(elem, width):
         b, o = block.arguments
         ret = next(iter(block.operations))
         bmap = "affine_map<(d0, d1, d2, d3) -> (d3)>"
-        tile = fusion._broadcast_tile(b, bmap, o, ir.InsertionPoint(ret))
+        tile = fusion_tiles.broadcast_tile(b, bmap, o, ir.InsertionPoint(ret))
         assert tile is not None
         assert ir.MemRefType(tile.alloc.results[0].type).shape == [2 * 3 * 8 * width]
         assert m.operation.verify()

@@ -46,9 +46,11 @@ def _weights(c_in: int, c_out: int, f: int, elem: int):
     ]
 
 
-def _dense_layer(stride: int = 1, pads: int = 0, bn: bool = True):
+def _dense_layer(stride: int = 1, pads: int = 0, bn: bool = True, k: int = 1, act=None):
     """DenseNet's layer: two convolutions concatenated (the block's growing
-    input), BatchNormalization (or none), Relu, a 1x1 convolution."""
+    input), BatchNormalization (or none), Relu (or the nodes `act` from `bn`
+    to `r`), a k x k convolution (`_weights` makes it 1x1: `k` > 1 takes
+    the model's own)."""
     return [
         helper.make_node("Conv", ["x", "wa"], ["a"], pads=[1] * 4),
         helper.make_node("Conv", ["x", "wb"], ["c2"], pads=[1] * 4),
@@ -56,11 +58,25 @@ def _dense_layer(stride: int = 1, pads: int = 0, bn: bool = True):
         helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["bn"])
         if bn
         else helper.make_node("Identity", ["c"], ["bn"]),
-        helper.make_node("Relu", ["bn"], ["r"]),
+        *(act or [helper.make_node("Relu", ["bn"], ["r"])]),
         helper.make_node(
-            "Conv", ["r", "w"], ["y"], strides=[stride] * 2, pads=[pads] * 4, name="conv"
+            "Conv",
+            ["r", "w" if k == 1 else "wk"],
+            ["y"],
+            strides=[stride] * 2,
+            pads=[pads] * 4,
+            name="conv",
         ),
     ]
+
+
+def _const(name: str, shape: list[int], value: float | None = None):
+    v = (
+        np.random.default_rng(2).uniform(0.5, 1.5, shape)
+        if value is None
+        else np.full(shape, value)
+    )
+    return numpy_helper.from_array(v.astype(np.float32), name)
 
 
 CASES = {
@@ -106,6 +122,44 @@ CASES = {
         0,
     ),
 }
+
+
+# an outside user's models (session 64) that the tile stage could not run in
+# place, an internal error each: now one op at the tile, out of place
+OUT_OF_PLACE = {
+    # (nodes, input shape, (c_in, c_out, f) of `_weights`, more initializers,
+    # options): a constant over rows, each tile reading its rows' slice
+    "Mul by a [1, 1, H, 1] constant": (
+        _dense_layer(bn=False, act=[helper.make_node("Mul", ["bn", "k"], ["r"])]),
+        [1, 8, 15, 15],
+        (8, 12, 16),
+        [_const("k", [1, 1, 15, 1])],
+        {},
+    ),
+    "Max with a [1] zero": (
+        _dense_layer(act=[helper.make_node("Max", ["bn", "k"], ["r"])]),
+        [1, 8, 14, 14],
+        (8, 12, 16),
+        [_const("k", [1], 0.0)],
+        {},
+    ),
+    # the input rows of the tiles staged in pieces
+    "1x1 at 39x39, 2 x 9 -> 120 channels, one engine": (
+        _dense_layer(),
+        [1, 8, 39, 39],
+        (8, 9, 120),
+        [],
+        {"engines": 1},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(OUT_OF_PLACE))
+def test_a_prologue_not_run_in_place_runs_at_the_tile(case):
+    nodes, shape, (c_in, c_out, f), extra, opts = OUT_OF_PLACE[case]
+    inits = [*_weights(c_in, c_out, f, TensorProto.FLOAT), *extra]
+    fused, plain = same_bits(graph_model(nodes, shape, inits), **opts)
+    assert plain - fused >= 2 * c_out * shape[2] * shape[3] * 4, (fused, plain)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -165,3 +219,14 @@ def test_no_prologue_where_the_engines_split_the_output_channels():
     nem = compile_onnx(model, device="npm_pro_x1").nem
     assert "= relu.async" in nem
     assert not re.findall(r"= relu\.async in (region\([^)]*\)) .* out \1", nem)
+
+
+def test_no_prologue_before_a_larger_window():
+    """An outside user's DenseNet layer with a 3x3 convolution (47x47, 2 x 50
+    -> 48 channels): its tiles' input rows overlap and are staged in pieces,
+    so a prologue would run out of place, with smaller tiles; it moved 10.3
+    MB where the unfused program moves 6.5 MB.  Only 1x1 convolutions take
+    one: this layer moves no more than unfused, and its bits are the same."""
+    inits = [*_weights(16, 50, 48, TensorProto.FLOAT), _const("wk", [48, 100, 3, 3], 0.01)]
+    fused, plain = same_bits(graph_model(_dense_layer(k=3), [1, 16, 47, 47], inits))
+    assert fused <= plain, (fused, plain)

@@ -42,14 +42,25 @@ the outputs are bit-identical to the unfused program's.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 
 from mlir import ir
 from mlir.dialects import arith, linalg, memref
 
 from nem.compile.conv_forms import FORMS, RANK
 from nem.compile.fusion_groups import Group, find_groups, other_maps, widen
+from nem.compile.fusion_prologue import compose_map, prologue_tile
+from nem.compile.fusion_tiles import (
+    FUSE,
+    Staged,
+    broadcast_tile,
+    copies_of,
+    generic,
+    slice_of,
+    staging_copy,
+    yield_first,
+)
 from nem.compile.hoist import hoist_op
 from nem.compile.linalg_ir import (
     body_of,
@@ -64,11 +75,6 @@ from nem.compile.plan import Plan
 
 OUT_CHANNELS = 3
 """The output channels' loop of the dense form (n, oh, ow, f, kh, kw, c)."""
-
-FUSE = "nem_fuse"
-"""A fused op's (and its tiles') description: the convolution's strides
-and dilations, its weight's shape, each epilogue's count of other inputs,
-and which outputs are copied out (`keep`)."""
 
 
 def _width(g: Group) -> int:
@@ -220,7 +226,7 @@ def _build(g: Group) -> ir.Operation:
         form.weight_map(),
         _scalar_map(n) if g.filled() else form.channel_map(n),
         *[widen(m, n) for _, m in split],
-        *[_compose(m, form.input_map(s, d)) for m in pro_maps],
+        *[compose_map(m, form.input_map(s, d)) for m in pro_maps],
         *[widen(identity_map(form.rank), n)] * len(outs),
     ]
     if g.source is not None:
@@ -273,19 +279,6 @@ def _build(g: Group) -> ir.Operation:
     return op.operation
 
 
-def _compose(m: str, inner: str) -> str:
-    """The map over the fused op's loops of a prologue input read at `m`
-    over X's 4 dimensions, X being read at `inner` (`Form.input_map`):
-    each of `m`'s dimensions replaced by `inner`'s expression of it, a
-    constant kept (`fusion_groups._broadcast`'s forms)."""
-    outer = ir.AffineMapAttr(ir.Attribute.parse(m)).value
-    at = ir.AffineMapAttr(ir.Attribute.parse(inner)).value
-    exprs = [
-        at.results[e.position] if isinstance(e, ir.AffineDimExpr) else e for e in outer.results
-    ]
-    return str(ir.AffineMapAttr.get(ir.AffineMap.get(at.n_dims, 0, exprs)))
-
-
 def _scalar_map(n: int) -> str:
     """The map of a scalar operand over `n` loops (a fill's constant)."""
     return f"affine_map<({', '.join(f'd{i}' for i in range(n))}) -> ()>"
@@ -313,27 +306,11 @@ def _clone_body(block: ir.Block, ins: list[ir.Value]) -> ir.Value:
     return next((new for old, new in mapping if old == y), y)
 
 
-def _slice(block: ir.Block, root: ir.Value, stop: list[ir.Value]) -> list[ir.Operation]:
-    """The ops of `block` computing `root` from `stop`, the block's
-    arguments and values from outside, in order."""
-    seen: list[ir.Operation] = []
-    todo = [root]
-    while todo:
-        v = todo.pop()
-        owner = owner_op(v)
-        if any(v == s for s in stop) or owner is None or owner.block != block:
-            continue
-        if all(owner != o for o in seen):
-            seen.append(owner)
-            todo += list(owner.operands)
-    return [o.operation for o in block.operations if any(o.operation == s for s in seen)]
-
-
 def finish(fn: ir.Operation, hoist: bool = True) -> int:
     """Rewrite each tile of a fused op in `fn` into the broadcast, the
     convolution and the epilogues on its L1 buffers (module doc), each
     broadcast epilogue input made a tile once per channel tile when `hoist`
-    (`_broadcast_tile`); returns how many tiles were rewritten."""
+    (`broadcast_tile`); returns how many tiles were rewritten."""
     tiles: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -345,12 +322,6 @@ def finish(fn: ir.Operation, hoist: bool = True) -> int:
     for t in tiles:
         _unfold(t, hoist)
     return len(tiles)
-
-
-def _copies(v: ir.Value) -> tuple[list[ir.Operation], list[ir.Operation]]:
-    """The `linalg.copy`s into `v` and out of it."""
-    copies = [u for u in users_of(v) if u.name == "linalg.copy"]
-    return [c for c in copies if c.operands[1] == v], [c for c in copies if c.operands[0] == v]
 
 
 def _unfold(t: ir.Operation, hoist: bool) -> None:
@@ -372,13 +343,16 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
     with t.location:
         ip = ir.InsertionPoint(t)
         for v in outs:  # O's tile starts from the bias, each P's is written whole
-            for c in _copies(v)[0]:
+            for c in copies_of(v)[0]:
                 _erase_copy(c, 0)
         unstaged: list[ir.Operation] = []  # (staging copies no longer read)
+        freed: list[ir.Operation] = []  # (an out-of-place prologue's buffer)
         if ir.BoolAttr(info["pro"]).value:
-            unstaged += _prologue_tile(t, ins[3 + sum(ins_of) :], hoist)
+            dropped, x, buffer = prologue_tile(t, ins[3 + sum(ins_of) :], hoist)
+            unstaged += dropped
+            freed += [buffer] if buffer is not None else []
         if isinstance(b.type, ir.MemRefType):
-            _generic([b], outs[0], [form.channel_map(form.rank)], ip, _yield_first)
+            generic([b], outs[0], [form.channel_map(form.rank)], ip, yield_first)
         else:  # (no bias: the unfused program's fill, on the tile)
             with ip:
                 linalg.fill(b, outs=[outs[0]])
@@ -403,9 +377,9 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
             for y, m in zip(mine, maps):
                 tile = None
                 if m != identity_map(form.rank):
-                    staged = _staging_copy(y, t)
+                    staged = staging_copy(y, t)
                     src = y if staged is None else staged.operands[0]
-                    tile = _broadcast_tile(src, m, outs[i + 1], ip)
+                    tile = broadcast_tile(src, m, outs[i + 1], ip)
                     if tile is not None and staged is not None:
                         unstaged.append(staged)
                 if tile is not None:
@@ -416,189 +390,23 @@ def _unfold(t: ir.Operation, hoist: bool) -> None:
             prev = outs[i + 1]
         for tile in made:  # (freed after the epilogues, hoisted with them)
             memref.DeallocOp(tile.alloc.results[0], ip=ip)
+        for alloc in freed:
+            memref.DeallocOp(alloc.results[0], ip=ip)
         if hoist:
             for tile in made:
                 if hoist_op(tile.bcast) and not list(tile.offset.results[0].uses):
                     tile.offset.erase()  # (the view's moved with a constant of its own)
         for v, kept in zip(outs, keep):
             if not kept:
-                for c in _copies(v)[1]:
+                for c in copies_of(v)[1]:
                     _erase_copy(c, 1)
     t.erase()
     for cp in unstaged:
         _drop_staging(cp)
 
 
-def _prologue_tile(t: ir.Operation, pys: list[ir.Value], hoist: bool) -> list[ir.Operation]:
-    """The prologue of fused tile `t` on its input tile, in place, right
-    after the copy staging it (and so once per copy: where the copy is
-    hoisted out of the output channels' loop, once for all of them): the
-    elementwise ops of the prologue's body (`prologue_parts`) reading the
-    staged tile and its per-channel inputs `pys` where they are (the
-    function's arguments), writing the tile (D-HAZ-INPLACE).  Returns the
-    staging copies of `pys` that `t` alone read (to drop once `t` is gone)."""
-    from nem.compile.errors import CompileError
-
-    found = prologue_step(t)
-    copy = staged_into(t.operands[0])
-    roots = [_root_argument(y) for y in pys]
-    if (
-        found is None
-        or copy is None
-        or any(r is None for r in roots)
-        or not ir.MemRefType(copy.operands[1].type).has_static_shape
-    ):
-        raise CompileError(
-            "tile", f"internal: a fused prologue's inputs are not staged weights ({t.location})"
-        )
-    step, xv, maps, pro = found
-    tile, at = copy.operands[1], ir.InsertionPoint(copy)
-    with t.location:  # (each before the copy, in order; the copy then before the parts)
-        staged: list[Staged] = []
-        for r, m in zip(roots, maps):
-            b = _broadcast_tile(r, m, tile, at) if r is not None else None
-            assert b is not None  # (a weight, onto a static tile: checked above)
-            staged.append(b)
-        made = [
-            _generic(
-                [tile, *(staged[j].view.results[0] for j in inputs)],
-                tile,
-                [identity_map(RANK)] * (1 + len(inputs)),
-                at,
-                _part_body(ops, root, [prev, *(pro[j] for j in inputs)]),
-            )
-            for ops, root, inputs, prev in prologue_parts(step, xv, body_of(t).arguments[0], pro)
-        ]
-        for b in staged:
-            memref.DeallocOp(b.alloc.results[0], ip=at)
-    if made:
-        copy.move_before(made[0])
-    for b in staged:  # (made once, outside the tile loops: their sources are weights)
-        if hoist and hoist_op(b.bcast) and not list(b.offset.results[0].uses):
-            b.offset.erase()
-    return [c for y in pys if (c := _staging_copy(y, t)) is not None]
-
-
-def _part_body(
-    ops: list[ir.Operation], root: ir.Value, old: list[ir.Value]
-) -> Callable[[list[ir.Value]], list[ir.Value]]:
-    """The body of a prologue part's op (`_generic`'s `body`): `ops` cloned,
-    the values `old` mapped to the block's arguments in order, yielding
-    `root`'s clone."""
-
-    def body(args: list[ir.Value]) -> list[ir.Value]:
-        mapping = list(zip(old, args))
-        clone_ops(ops, mapping)
-        return [next((n for o, n in mapping if o == root), root)]
-
-    return body
-
-
-Part = tuple[list[ir.Operation], ir.Value, list[int], ir.Value]
-"""A part of a prologue run as one elementwise op in place on the tile:
-its body's ops, the value it yields, the per-channel inputs it reads (their
-positions), and the value it starts from (the tile's element)."""
-
-
-def prologue_parts(
-    step: list[ir.Operation], root: ir.Value, start: ir.Value, pro: list[ir.Value]
-) -> list[Part]:
-    """The prologue `step` (computing `root` from `start` and the per-channel
-    inputs `pro`) as the in-place ops a tile runs: one per op when each op
-    reads the previous one's value once and no earlier one (a
-    BatchNormalization's multiply and add, then a Relu), so that each needs
-    L1 scratch for its own broadcast input only (the whole tree as one op
-    takes a tile per inner value and per broadcast input: DenseNet-121's
-    five input tiles shrank its convolutions' tiles, 52,772 -> 213,073
-    tasks); else the whole tree as one op.  Each op computes what the
-    unfused program's does, on the same values: bit-identical."""
-    parts: list[Part] = []
-    prev, made = start, [start]
-    for o in step:
-        operands = list(o.operands)
-        alone = (
-            len(o.results) == 1
-            and o.results[0].type == start.type
-            and sum(1 for v in operands if v == prev) == 1
-            and not any(v != prev and any(v == m for m in made) for v in operands)
-        )
-        if not alone:
-            return [(step, root, list(range(len(pro))), start)] if step else []
-        inputs = [j for j, a in enumerate(pro) if any(v == a for v in operands)]
-        parts.append(([o], o.results[0], inputs, prev))
-        prev = o.results[0]
-        made.append(prev)
-    return parts
-
-
-def prologue_step(
-    t: ir.Operation,
-) -> tuple[list[ir.Operation], ir.Value, list[str], list[ir.Value]] | None:
-    """The prologue of the fused op (or tile) `t`, None without one: the ops
-    of `t`'s body computing X's element from the source's and the
-    per-channel inputs' (empty for a copy), that element, those inputs'
-    maps over X's 4 dimensions and their arguments of the body."""
-    info = ir.DictAttr(t.attributes[FUSE])
-    if not ir.BoolAttr(info["pro"]).value:
-        return None
-    maps = [ir.StringAttr(m).value for m in ir.ArrayAttr(info["prologue"])]
-    block = body_of(t)
-    args = list(block.arguments)
-    first = 3 + sum(ir.DenseI64ArrayAttr(info["ins"]))
-    mul = next(
-        o
-        for o in block.operations
-        if o.name == "arith.mulf" and any(v == args[1] for v in o.operands)
-    )
-    xv = mul.operands[0] if mul.operands[1] == args[1] else mul.operands[1]
-    pro = args[first : first + len(maps)]
-    return _slice(block, xv, [args[0], *pro]), xv, maps, pro
-
-
-def staged_into(x: ir.Value) -> ir.Operation | None:
-    """The one `linalg.copy` staging the L1 buffer that tile operand `x`
-    (its view, or a subview of that) is, else None."""
-    v = x
-    while (owner := owner_op(v)) is not None and owner.name == "memref.subview":
-        v = owner.operands[0]
-    into = _copies(v)[0]
-    return into[0] if len(into) == 1 else None
-
-
-def _root_argument(y: ir.Value) -> ir.Value | None:
-    """The function argument that the staged tile `y` (a per-channel
-    prologue input, never tiled) was copied from whole, else None."""
-    copy = staged_into(y)
-    if copy is None:
-        return None
-    v = copy.operands[0]
-    while (owner := owner_op(v)) is not None and owner.name == "memref.subview":
-        v = owner.operands[0]
-    same = owner is None and ir.MemRefType(v.type).shape == ir.MemRefType(y.type).shape
-    return v if same else None
-
-
-def _staging_copy(y: ir.Value, t: ir.Operation) -> ir.Operation | None:
-    """The one `linalg.copy` staging `y` (a view of its own L1 buffer) when
-    the tile `t` is its only reader: the broadcast then reads the copy's
-    source instead, and the copy and its buffer go (`_drop_staging`)."""
-    view = owner_op(y)
-    if view is None or view.name != "memref.view":
-        return None
-    into, out_of = _copies(y)
-    readers = [u for u in users_of(y) if all(u != c for c in into)]
-    if len(into) != 1 or out_of or len(readers) != 1 or readers[0] != t:
-        return None
-    alloc = owner_op(view.operands[0])
-    if alloc is None or alloc.name != "memref.alloc":
-        return None
-    if any(u != view and u.name != "memref.dealloc" for u in users_of(alloc.results[0])):
-        return None
-    return into[0]
-
-
 def _drop_staging(cp: ir.Operation) -> None:
-    """Erase a staging copy that nothing reads (`_staging_copy`), its view,
+    """Erase a staging copy that nothing reads (`staging_copy`), its view,
     and its buffer's allocation and deallocation."""
     view = owner_op(cp.operands[1])
     assert view is not None
@@ -625,7 +433,7 @@ def epilogue_steps(t: ir.Operation) -> list[tuple[list[ir.Operation], list[str]]
     steps = []
     for i, n_in in enumerate(ins_of):
         args = _f_args(t, i, ins_of)
-        steps.append((_slice(block, results[i + 1], [results[i], *args]), maps[:n_in]))
+        steps.append((slice_of(block, results[i + 1], [results[i], *args]), maps[:n_in]))
         maps = maps[n_in:]
     return steps
 
@@ -633,7 +441,7 @@ def epilogue_steps(t: ir.Operation) -> list[tuple[list[ir.Operation], list[str]]
 def broadcast_inputs(t: ir.Operation) -> list[ir.Value]:
     """The epilogue inputs of the fused op (or tile) `t` read at a broadcast
     map (a per-channel scale or shift): `finish` makes each an L1 tile of
-    the output's shape (`_broadcast_tile`), once outside the tile loops
+    the output's shape (`broadcast_tile`), once outside the tile loops
     its source does not vary in, which the L1 measure (`l1_plan`) counts."""
     ins_of = ir.DenseI64ArrayAttr(ir.DictAttr(t.attributes[FUSE])["ins"])
     ins = operand_segments(t)[0][3 : 3 + sum(ins_of)]
@@ -646,46 +454,6 @@ def _rank(t: ir.Operation) -> int:
     """The rank of the fused op's (or tile's) outputs: its form's."""
     rank: int = ir.MemRefType(operand_segments(t)[1][0].type).rank
     return rank
-
-
-@dataclass
-class Staged:
-    """A broadcast epilogue input's L1 tile (`_broadcast_tile`): the
-    broadcast into it, its allocation, the view the epilogue reads and the
-    view's offset (a constant 0)."""
-
-    bcast: ir.Operation
-    alloc: ir.Operation
-    view: ir.Operation
-    offset: ir.Operation
-
-
-def _broadcast_tile(y: ir.Value, m: str, like: ir.Value, ip: ir.InsertionPoint) -> Staged | None:
-    """`y` (an epilogue input's slice read at map `m`: its L1 tile, or the
-    DDR slice that tile was staged from) broadcast into a
-    new L1 buffer of the type of the output tile `like` (as
-    `structured.promote` declares one: bytes, as many as `like`'s elements
-    at their width, viewed at offset 0), at `ip`;
-    returns it (`Staged`), or None for a tile of
-    dynamic shape (the epilogue then reads `y` at `m`, broadcast by the
-    lowering in each tile: D-LOW-BCAST-OPERAND).  The broadcast is an
-    all-parallel copy (D-LOW-GENERIC-COPY: concats, D-LOW-BCAST-CONCAT) that
-    depends on the channel tile only, so `hoist.hoist_op` can move it out
-    of the spatial tile loops (D-COMPILE-FUSE-L1)."""
-    t = ir.MemRefType(like.type)
-    if not t.has_static_shape or t.memory_space is None:
-        return None
-    elem = t.element_type
-    i8 = ir.IntegerType.get_signless(8)
-    size = math.prod(t.shape) * max(1, elem.width // 8)
-    with ip:
-        alloc = memref.AllocOp(ir.MemRefType.get([size], i8, memory_space=t.memory_space), [], [])
-        zero = arith.ConstantOp(ir.IndexType.get(), 0)
-        view = memref.ViewOp(
-            ir.MemRefType.get(t.shape, elem, memory_space=t.memory_space), alloc, zero, []
-        )
-    bcast = _generic([y], view.result, [m], ip, _yield_first)
-    return Staged(bcast, alloc.operation, view.operation, zero.operation)
 
 
 def _erase_copy(copy: ir.Operation, side: int) -> None:
@@ -720,37 +488,6 @@ def _f_args(t: ir.Operation, i: int, ins_of: list[int]) -> list[ir.Value]:
     return list(body_of(t).arguments)[at : at + ins_of[i]]
 
 
-def _yield_first(args: list[ir.Value]) -> list[ir.Value]:
-    return [args[0]]
-
-
-def _generic(
-    ins: Sequence[ir.Value],
-    out: ir.Value,
-    in_maps: Sequence[str],
-    ip: ir.InsertionPoint,
-    body: Callable[[list[ir.Value]], list[ir.Value]],
-) -> ir.Operation:
-    """An elementwise `linalg.generic` at `ip` over `out`'s shape (identity
-    map for `out`), `body(block arguments)` (of the operands' element types)
-    giving what it yields; returns it."""
-    ident = identity_map(ir.MemRefType(out.type).rank)
-    maps = [ir.AffineMapAttr(ir.Attribute.parse(m)) for m in [*in_maps, ident]]
-    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    op = linalg.GenericOp(
-        [],
-        ins,
-        [out],
-        ir.ArrayAttr.get(maps),
-        ir.ArrayAttr.get([par] * ir.MemRefType(out.type).rank),
-        ip=ip,
-    )
-    block = op.regions[0].blocks.append(*(ir.MemRefType(v.type).element_type for v in [*ins, out]))
-    with ir.InsertionPoint(block):
-        linalg.YieldOp(body(list(block.arguments)))
-    return op.operation
-
-
 def _epilogue_tile(
     prev: ir.Value,
     prev_v: ir.Value,
@@ -772,4 +509,4 @@ def _epilogue_tile(
         clone_ops(step, mapping)
         return [next((new for old, new in mapping if old == result), result)]
 
-    _generic([prev, *(v for v, _ in others)], out, [ident, *(m for _, m in others)], ip, body)
+    generic([prev, *(v for v, _ in others)], out, [ident, *(m for _, m in others)], ip, body)

@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING
 
 from mlir import ir
 
-from nem.compile.fusion import FUSE, broadcast_inputs, staged_into
+from nem.compile.fusion import broadcast_inputs
+from nem.compile.fusion_prologue import staged_into
+from nem.compile.fusion_tiles import FUSE
 from nem.compile.hoist import varies
 from nem.compile.l1_scratch import ALIGN, COPIES, prologue_scratch, scratch, temporaries
 from nem.compile.nest_ir import ops_named, owner_op, scf_trips

@@ -13,8 +13,11 @@ import math
 
 from mlir import ir
 
-from nem.compile.fusion import FUSE, epilogue_steps, prologue_parts, prologue_step, staged_into
-from nem.compile.linalg_ir import body_of
+from nem.compile.conv_forms import RANK
+from nem.compile.fusion import epilogue_steps
+from nem.compile.fusion_prologue import in_place, prologue_parts, prologue_step, weight_roots
+from nem.compile.fusion_tiles import FUSE
+from nem.compile.linalg_ir import body_of, identity_map
 from nem.compile.nest_ir import owner_op
 from nem.dialect.semantics.clamp import clamp_matches_min_max
 from nem.frontends.onnx.emit import scalar_value
@@ -72,29 +75,36 @@ def temporaries(op: ir.Operation) -> float:
 def prologue_scratch(
     op: ir.Operation,
 ) -> tuple[ir.Value, float, list[ir.Value], ir.Operation | None] | None:
-    """A fused tile's prologue (D-COMPILE-FUSE-L1), which `fusion.finish`
-    runs on the input tile in place after the copy staging it, one op per
-    part (`fusion.prologue_parts`), each per-channel input broadcast into a
-    tile of its own first: (the input tile, the scratch of the largest
-    part's tree in units of the tile, the per-channel inputs of `op`
-    (`_broadcast_slots` counts their tiles), that copy), None without one."""
+    """A fused tile's prologue (D-COMPILE-FUSE-L1), as `fusion.finish` will
+    run it: (the input tile, the scratch in units of it, the per-channel
+    inputs broadcast into tiles of their own, which the caller counts where
+    their staging copies are, the copy staging the input tile when the
+    prologue runs in place after it), None without one.  One op per part
+    (`fusion_prologue.prologue_parts`): the largest part's tree, and a buffer of the
+    input tile's size when not in place (`fusion_prologue.in_place`); where the
+    inputs are no whole weights (`fusion_prologue.weight_roots`), one op at the tile
+    into such a buffer, with the whole tree's scratch and its inputs
+    broadcast per tile (D-LOW-BCAST-OPERAND)."""
     found = prologue_step(op)
     if found is None:
         return None
-    step, root, _, pro = found
+    step, root, maps, pro = found
     x = op.operands[0]
     inside = _inside(op)
+    ys = [op.operands[a.arg_number] for a in pro]  # (a body argument per operand)
+    if weight_roots(ys) is None:
+        tree = [o for o in step if _scalar(o)]
+        bcast = sum(1 for m in maps if m != identity_map(RANK))
+        return x, 1 + (_tree(tree, inside, bcast) if tree else 0.0), [], None
     parts = prologue_parts(step, root, body_of(op).arguments[0], pro)
-    if not parts:
-        return None
     trees = [
         tree
         for ops, _, _, _ in parts
         if (tree := [o for o in ops if _scalar(o)]) and not _relu(tree, inside)
     ]
     most = max((_tree(tree, inside | set(pro), 0) for tree in trees), default=0.0)
-    ys = [op.operands[a.arg_number] for a in pro]  # (a body argument per operand)
-    return x, most, ys, staged_into(x)
+    copy = in_place(op, tiled=False)  # (measured before the canonicalization)
+    return x, most + (copy is None), ys, copy
 
 
 def _relu(tree: list[ir.Operation], inside: set[ir.Value]) -> bool:
