@@ -121,7 +121,8 @@ def _parser() -> argparse.ArgumentParser:
         "--no-fuse",
         action="store_true",
         help="transform route: tile each op apart (no bias or elementwise epilogue run on "
-        "a convolution's or pooling's tiles in L1; D-COMPILE-FUSE-L1)",
+        "a convolution's or pooling's tiles in L1, no elementwise prologue on a 1x1 "
+        "convolution's input tiles; D-COMPILE-FUSE-L1)",
     )
     p.add_argument(
         "--no-fuse-chains",
@@ -133,7 +134,8 @@ def _parser() -> argparse.ArgumentParser:
         "--no-hoist",
         action="store_true",
         help="transform route: stage read-only tile copies (weight tiles) in every tile "
-        "instead of once outside the loops they do not depend on (D-COMPILE-HOIST)",
+        "instead of once outside the loops they do not depend on (D-COMPILE-HOIST), and "
+        "fuse no prologue before a convolution (D-COMPILE-FUSE-L1)",
     )
     p.add_argument(
         "--no-share-staged",

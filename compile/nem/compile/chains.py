@@ -39,7 +39,6 @@ from mlir import ir
 from mlir.dialects import linalg
 
 from nem.compile.conv_forms import conv_output
-from nem.compile.hoist import VIEWS, root_of
 from nem.compile.linalg_ir import (
     FUSED_TYPES,
     all_parallel,
@@ -52,6 +51,7 @@ from nem.compile.linalg_ir import (
     users_of,
 )
 from nem.compile.nest_ir import owner_op
+from nem.compile.writers import Writers, root_of
 from nem.passes.lowering.nest_analysis import BINARY, UNARY
 
 RAISED = frozenset(BINARY) | frozenset(UNARY)
@@ -121,8 +121,9 @@ def _tree_map(m: ir.AffineMap, v: ir.Value) -> bool:
     return len(m.results) == len(shape)
 
 
-def _consumer(op: ir.Operation, epilogues: bool) -> ir.Operation | None:
-    """The op E2 that elementwise `op` (E1) fuses into (module doc), or None.
+def _consumer(op: ir.Operation, epilogues: bool, writers: Writers) -> ir.Operation | None:
+    """The op E2 that elementwise `op` (E1) fuses into (module doc), or None
+    (`writers`: the block's, for E1's inputs written before E2).
     With `epilogues` (D-COMPILE-FUSE-L1 on), an `op` of identity maps reading
     a convolution's output is left to that fusion, which takes it as an
     epilogue on the convolution's tile."""
@@ -147,7 +148,7 @@ def _consumer(op: ir.Operation, epilogues: bool) -> ir.Operation | None:
         return None
     if any(root_of(v) == root_of(c_out) for v in ins):
         return None  # E2 writes (a view of) what E1 reads
-    if any(_written_between(v, op, c) for v in ins):
+    if any(writers.between(v, op, c) for v in ins):
         return None  # E1's inputs change before E2's place, where it would read them
     return c
 
@@ -161,23 +162,6 @@ def _epilogue_like(op: ir.Operation, ins: list[ir.Value]) -> bool:
 def _loops(op: ir.Operation) -> list[int]:
     """The iteration space: the output's shape (identity output map)."""
     return list(ir.MemRefType(operand_segments(op)[1][0].type).shape)
-
-
-def _written_between(v: ir.Value, first: ir.Operation, last: ir.Operation) -> bool:
-    """Whether an op strictly between `first` and `last` (of one block) may
-    write `v`, through `v` or a view of it (any op outside that block
-    counts, conservatively)."""
-    for u in users_of(v):
-        if u.name in VIEWS:
-            if _written_between(u.results[0], first, last):
-                return True
-            continue
-        if u.block != first.block:
-            return True
-        if first.is_before_in_block(u) and u.is_before_in_block(last):
-            if not u.name.startswith("linalg.") or v in operand_segments(u)[1]:
-                return True
-    return False
 
 
 def _fuse(op: ir.Operation, c: ir.Operation) -> ir.Operation:
@@ -238,16 +222,17 @@ def fuse_chains(fn: ir.Operation, epilogues: bool) -> int:
     meets it as the next chain step's producer.  With `epilogues`
     (D-COMPILE-FUSE-L1 on), what that fusion takes as an epilogue as it is
     is left to it (`_consumer`)."""
-    ops: list[ir.Operation | None] = [o.operation for o in fn.regions[0].blocks[0].operations]
-    index = {op: k for k, op in enumerate(ops)}
+    block = fn.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    writers = Writers(block)
     fused = 0
     for op in ops:
-        if op is None or not _elementwise(op):
+        if not _elementwise(op):
             continue
-        c = _consumer(op, epilogues)
+        c = _consumer(op, epilogues, writers)
         if c is not None:
-            k = index[c]
+            k = writers.at[c]
             ops[k] = f = _fuse(op, c)
-            index[f] = k  # (a later producer may feed it too)
+            writers.place(f, k)  # (a later producer may feed it too)
             fused += 1
     return fused

@@ -54,6 +54,12 @@ class Form:
     def grouped(self) -> bool:
         return self.rank > RANK
 
+    @property
+    def out_channels(self) -> int:
+        """The loop of the output's (last) channel dimension: a parallel
+        loop, in the output's order (NHWC, NHWGC)."""
+        return self.rank - 1
+
     def dims(self) -> str:
         return "(" + ", ".join(f"d{i}" for i in range(self.loops)) + ")"
 

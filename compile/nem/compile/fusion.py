@@ -73,9 +73,6 @@ from nem.compile.linalg_ir import (
 from nem.compile.nest_ir import owner_op
 from nem.compile.plan import Plan
 
-OUT_CHANNELS = 3
-"""The output channels' loop of the dense form (n, oh, ow, f, kh, kw, c)."""
-
 
 def _width(g: Group) -> int:
     """Bytes of an element of the group's one type (f32 4, f16 2)."""
@@ -125,12 +122,18 @@ def _fitting(g: Group, sizes: list[int], budget: int) -> Group | None:
 
 
 def fuse(
-    fn: ir.Operation, ops: list[ir.Operation], plans: list[Plan | None], budget: int
+    fn: ir.Operation,
+    ops: list[ir.Operation],
+    plans: list[Plan | None],
+    budget: int,
+    prologues: bool = True,
 ) -> tuple[list[ir.Operation], list[Plan | None]]:
     """Fuse each group of `fn` whose convolution's plan keeps its reduction
     whole into one op (module doc); returns `fn`'s linalg ops and their
     plans after it (the fused op takes the convolution's plan, with sizes
-    that keep the reduction whole at every L1 budget)."""
+    that keep the reduction whole at every L1 budget).  Without
+    `prologues` (`--no-hoist`: a prologue's broadcast tiles would be built
+    again in every tile, not once per engine part) no group takes one."""
     index = {op: k for k, op in enumerate(ops)}
     gone: set[int] = set()
     fused: dict[int, tuple[ir.Operation, Plan]] = {}
@@ -147,9 +150,11 @@ def fuse(
         ):
             continue
         if g.prologue is not None and (
-            index[g.prologue] in gone or (len(plan.engines) > 1 and plan.split_dim == OUT_CHANNELS)
+            not prologues
+            or index[g.prologue] in gone
+            or (len(plan.engines) > 1 and plan.split_dim == g.form.out_channels)
         ):
-            # (an earlier group's epilogue; or each engine's part of the
+            # (not hoisted; an earlier group's epilogue; or each engine's part of the
             # output channels would run the prologue on the whole input:
             # ResNet-50's last 1x1 convolutions, 2,000 cycles slower each)
             g = g.without_prologue()

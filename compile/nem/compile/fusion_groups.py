@@ -38,6 +38,7 @@ from nem.compile.linalg_ir import (
 )
 from nem.compile.nest_ir import owner_op
 from nem.compile.slices import whole_buffer, written_apart
+from nem.compile.writers import Writers
 
 MAX_EPILOGUES = 3
 
@@ -292,7 +293,9 @@ def widen(m: str, n: int) -> str:
     return f"affine_map<({dims}) " + m[len(head) :]
 
 
-def conv_group(conv: ir.Operation, form: Form) -> Group | None:
+def conv_group(conv: ir.Operation, form: Form, writers: Writers) -> Group | None:
+    """The fusable group of convolution `conv` of `form` (module doc), or
+    None; `writers`: its block's (`find_groups`)."""
     x, w, o_conv = list(conv.operands)
     o = form.output(conv)
     elem = elem_of(x)
@@ -341,17 +344,14 @@ def conv_group(conv: ir.Operation, form: Form) -> Group | None:
         outs.append(prev)
         if not _only_read(prev, skip):
             break  # (its output is written again after it: the chain ends)
-    pro = _prologue(conv, form, outs)
+    pro = _prologue(conv, form, outs, writers)
     if form.pool and not epilogues:
         return None  # (a pooling starts its tiles from the fill in L1 unfused too)
     return Group(bias, conv, form, o, epilogues, others, prevs, *(pro or (None, None)))
 
 
-VIEWS = ("memref.subview", "memref.view", *MEMREF_RESHAPES)
-
-
 def _prologue(
-    conv: ir.Operation, form: Form, outs: list[ir.Value]
+    conv: ir.Operation, form: Form, outs: list[ir.Value], writers: Writers
 ) -> tuple[ir.Operation, ir.Value] | None:
     """(P, its source) when the dense convolution `conv` reads its input X
     from an elementwise op P alone, so that each tile can compute its input
@@ -382,7 +382,7 @@ def _prologue(
         return None
     if any(owner_op(y) is not None for y in found[0]):
         return None  # (a per-channel input computed in the function)
-    if not all(_unwritten(v, p, conv) for v in ins):
+    if any(writers.between(v, p, conv) for v in ins):
         return None
     return p, source
 
@@ -392,24 +392,6 @@ def _source(p: ir.Operation) -> ir.Value | None:
     ins = operand_segments(p)[0]
     ident = [v for v, m in zip(ins, map_strings(p)) if m == identity_map(RANK)]
     return ident[0] if len(ident) == 1 and ins.count(ident[0]) == 1 else None
-
-
-def _unwritten(v: ir.Value, first: ir.Operation, last: ir.Operation) -> bool:
-    """No op strictly between `first` and `last` (of one block) may write
-    the buffer `v` views, through any view of it (one outside the block
-    counts as a writer)."""
-    root = v
-    while (owner := owner_op(root)) is not None and owner.name in VIEWS:
-        root = owner.operands[0]
-    todo, block = [root], first.block
-    while todo:
-        cur = todo.pop()
-        for u in users_of(cur):
-            if u.name in VIEWS:
-                todo.append(u.results[0])
-            elif u.block != block or (_between(u, first, last) and _writes(u, cur)):
-                return False
-    return True
 
 
 def _writes(op: ir.Operation, v: ir.Value) -> bool:
@@ -431,9 +413,11 @@ def find_groups(fn: ir.Operation) -> list[Group]:
     """The fusable groups of `fn`'s body, one per convolution with a bias
     broadcast or a constant fill before it (module doc)."""
     groups = []
-    for op in fn.regions[0].blocks[0].operations:
+    block = fn.regions[0].blocks[0]
+    writers = Writers(block)
+    for op in block.operations:
         if op.operation.name in FORMS:
-            g = conv_group(op.operation, FORMS[op.operation.name])
+            g = conv_group(op.operation, FORMS[op.operation.name], writers)
             if g is not None:
                 groups.append(g)
     return groups

@@ -7,15 +7,14 @@ convolution's input, fused into its group (`fusion_groups._prologue`,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from mlir import ir
-from mlir.dialects import arith, memref
+from mlir.dialects import memref
 
 from nem.compile import fusion_tiles
 from nem.compile.conv_forms import RANK
-from nem.compile.fusion_tiles import FUSE, Staged, broadcast_tile, copies_of, generic
+from nem.compile.fusion_tiles import FUSE, Staged, broadcast_tile, copies_of, generic, l1_like
 from nem.compile.hoist import hoist_op
 from nem.compile.linalg_ir import body_of, clone_ops, identity_map, users_of
 from nem.compile.nest_ir import owner_op
@@ -102,27 +101,17 @@ def _unread(pys: list[ir.Value], t: ir.Operation) -> list[ir.Operation]:
 
 
 def _like(x: ir.Value, ip: ir.InsertionPoint, t: ir.Operation) -> tuple[ir.Value, ir.Operation]:
-    """A new L1 buffer of the static shape of tile operand `x` at `ip`, as
-    `structured.promote` declares one (bytes, viewed at offset 0): its view
-    and its allocation."""
+    """A new L1 buffer of the static shape of tile operand `x` at `ip`
+    (`fusion_tiles.l1_like`): its view and its allocation."""
     from nem.compile.errors import CompileError
 
-    t_x = ir.MemRefType(x.type)
-    if not t_x.has_static_shape or t_x.memory_space is None:
+    with t.location:
+        made = l1_like(x, ip)
+    if made is None:
         raise CompileError(
             "tile", f"internal: a fused prologue's input tile is dynamic ({t.location})"
         )
-    i8 = ir.IntegerType.get_signless(8)
-    size = math.prod(t_x.shape) * max(1, t_x.element_type.width // 8)
-    with t.location, ip:
-        alloc = memref.AllocOp(ir.MemRefType.get([size], i8, memory_space=t_x.memory_space), [], [])
-        zero = arith.ConstantOp(ir.IndexType.get(), 0)
-        view = memref.ViewOp(
-            ir.MemRefType.get(t_x.shape, t_x.element_type, memory_space=t_x.memory_space),
-            alloc,
-            zero,
-            [],
-        )
+    alloc, _, view = made
     return view.result, alloc.operation
 
 

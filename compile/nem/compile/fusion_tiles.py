@@ -79,15 +79,28 @@ class Staged:
 def broadcast_tile(y: ir.Value, m: str, like: ir.Value, ip: ir.InsertionPoint) -> Staged | None:
     """`y` (an epilogue input's slice read at map `m`: its L1 tile, or the
     DDR slice that tile was staged from) broadcast into a
-    new L1 buffer of the type of the output tile `like` (as
-    `structured.promote` declares one: bytes, as many as `like`'s elements
-    at their width, viewed at offset 0), at `ip`;
+    new L1 buffer of the type of the output tile `like` (`l1_like`), at `ip`;
     returns it (`Staged`), or None for a tile of
     dynamic shape (the epilogue then reads `y` at `m`, broadcast by the
     lowering in each tile: D-LOW-BCAST-OPERAND).  The broadcast is an
     all-parallel copy (D-LOW-GENERIC-COPY: concats, D-LOW-BCAST-CONCAT) that
     depends on the channel tile only, so `hoist.hoist_op` can move it out
     of the spatial tile loops (D-COMPILE-FUSE-L1)."""
+    made = l1_like(like, ip)
+    if made is None:
+        return None
+    alloc, zero, view = made
+    bcast = generic([y], view.result, [m], ip, yield_first)
+    return Staged(bcast, alloc.operation, view.operation, zero.operation)
+
+
+def l1_like(
+    like: ir.Value, ip: ir.InsertionPoint
+) -> tuple[memref.AllocOp, arith.ConstantOp, memref.ViewOp] | None:
+    """A new L1 buffer of the type of tile `like` at `ip`, declared as
+    `structured.promote` declares one (bytes, as many as `like`'s elements
+    at their width, viewed at offset 0): its allocation, the offset and
+    the view; None for a tile of dynamic shape."""
     t = ir.MemRefType(like.type)
     if not t.has_static_shape or t.memory_space is None:
         return None
@@ -100,8 +113,7 @@ def broadcast_tile(y: ir.Value, m: str, like: ir.Value, ip: ir.InsertionPoint) -
         view = memref.ViewOp(
             ir.MemRefType.get(t.shape, elem, memory_space=t.memory_space), alloc, zero, []
         )
-    bcast = generic([y], view.result, [m], ip, yield_first)
-    return Staged(bcast, alloc.operation, view.operation, zero.operation)
+    return alloc, zero, view
 
 
 def generic(

@@ -40,25 +40,9 @@ from mlir import ir
 
 from nem.compile.nest_ir import as_operation, owner_op
 from nem.compile.target import FAST_SPACE
+from nem.compile.writers import VIEWS, Writers, linalg_inputs, root_of
 
 LOOPS = ("scf.for", "affine.for")
-VIEWS = (
-    "memref.view",
-    "memref.subview",
-    "memref.cast",
-    "memref.collapse_shape",
-    "memref.expand_shape",
-    "memref.reinterpret_cast",
-)
-
-
-def root_of(v: ir.Value) -> ir.Value:
-    """The memref whose bytes `v` views (through view-like ops)."""
-    op = owner_op(v)
-    while op is not None and op.name in VIEWS:
-        v = op.operands[0]
-        op = owner_op(v)
-    return v
 
 
 def _inside(op: ir.Operation | None, loop: ir.Operation) -> bool:
@@ -76,12 +60,6 @@ def _defined_inside(v: ir.Value, loop: ir.Operation) -> bool:
     return _inside(ir.BlockArgument(v).owner.owner, loop)
 
 
-def _linalg_inputs(op: ir.Operation) -> int:
-    """How many of a linalg op's operands are inputs (the rest: outputs)."""
-    seg = op.attributes["operandSegmentSizes"]
-    return int(ir.DenseI32ArrayAttr(seg)[0])
-
-
 def _only_read(v: ir.Value, loop: ir.Operation, allowed: set[ir.Operation]) -> bool:
     """Whether every use of `v` (and of its views) inside `loop`, but the ops
     in `allowed`, reads it as a linalg input."""
@@ -96,7 +74,7 @@ def _only_read(v: ir.Value, loop: ir.Operation, allowed: set[ir.Operation]) -> b
             elif (
                 user.name.startswith("linalg.")
                 and "operandSegmentSizes" in user.attributes
-                and use.operand_number < _linalg_inputs(user)
+                and use.operand_number < linalg_inputs(user)
             ):
                 continue
             else:
@@ -209,38 +187,10 @@ def _top(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
     return op
 
 
-def _unwritten_between(
-    src: ir.Value, first: ir.Operation, last: ir.Operation, at: dict[ir.Operation, int]
-) -> bool:
-    """Whether no op of the block strictly between `first` and `last` (`at`:
-    the block's ops by position) may write the memref `src` views: every use
-    of its root (and of the root's views) there reads it as a linalg input."""
-    lo, hi = at[first], at[last]
-    stack = [root_of(src)]
-    while stack:
-        for use in stack.pop().uses:
-            user = as_operation(use.owner)
-            if user.name in VIEWS and use.operand_number == 0:
-                stack.extend(user.results)
-                continue
-            top = _top(user, first.block)
-            if top is None or not lo < at[top] < hi:
-                continue
-            if not (
-                user.name.startswith("linalg.")
-                and "operandSegmentSizes" in user.attributes
-                and use.operand_number < _linalg_inputs(user)
-            ):
-                return False
-    return True
-
-
-def _share_group(
-    fn: ir.Operation, group: list[tuple[ir.Operation, ...]], at: dict[ir.Operation, int]
-) -> int:
+def _share_group(fn: ir.Operation, group: list[tuple[ir.Operation, ...]], writers: Writers) -> int:
     """`share_copies` on the (copy, allocation, view)s of one block copying one
     source into views of one type, in order; returns how many copies went."""
-    removed = 0
+    removed, at = 0, writers.at
     kept: list[tuple[ir.Operation, ...]] = []
     for cp, alloc, view in group:
         free = dealloc_of(alloc)
@@ -253,7 +203,7 @@ def _share_group(
                 for k in kept
                 if at[alloc] > at[k[0]]
                 and at[view] > at[k[0]]
-                and _unwritten_between(src, k[0], cp, at)
+                and not writers.between(src, k[0], cp)
             ),
             None,
         )
@@ -269,7 +219,8 @@ def _share_group(
         keep_free = dealloc_of(keep_alloc)
         assert keep_free is not None
         free.operands[0] = keep_alloc.results[0]
-        at.update(position)
+        for op, k in position:
+            writers.place(op, k)
         keep_free.erase()
         cp.erase()
         view.erase()
@@ -327,9 +278,9 @@ def share_copies(fn: ir.Operation) -> int:
         groups = [g for g in by_key.values() if len(g) > 1]
         if not groups:
             continue
-        at = {o.operation: k for k, o in enumerate(block.operations)}
+        writers = Writers(block)
         for group in groups:
-            removed += _share_group(fn, group, at)
+            removed += _share_group(fn, group, writers)
     return removed
 
 

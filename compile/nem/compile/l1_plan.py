@@ -44,6 +44,7 @@ from nem.compile.nest_ir import ops_named, owner_op, scf_trips
 from nem.compile.plan import Plan
 from nem.compile.target import FAST_SPACE
 from nem.compile.tile_time import DMA_BYTES, NMU_MACS
+from nem.compile.writers import VIEWS
 from nem.passes.lowering.structure import WIDE, tile_window
 
 if TYPE_CHECKING:
@@ -92,17 +93,6 @@ def _in_loop(op: ir.Operation) -> bool:
             return True
         parent = parent.parent
     return False
-
-
-VIEWS = (
-    "memref.view",
-    "memref.subview",
-    "memref.cast",
-    "memref.collapse_shape",
-    "memref.expand_shape",
-    "memref.reinterpret_cast",
-)
-"""Ops that view their source memref's bytes (their uses are the source's uses)."""
 
 
 def _top(op: ir.Operation, index: dict[ir.Operation, int]) -> int:

@@ -21,6 +21,7 @@ from nem.compile.linalg_ir import body_of, identity_map
 from nem.compile.nest_ir import owner_op
 from nem.dialect.semantics.clamp import clamp_matches_min_max
 from nem.frontends.onnx.emit import scalar_value
+from nem.passes.lowering.nest_analysis import MAX_OPS
 
 ALIGN = 64
 """The alignment of the L1 buffers the lowering declares (D-LOW-BUF)."""
@@ -109,8 +110,8 @@ def prologue_scratch(
 
 def _relu(tree: list[ir.Operation], inside: set[ir.Value]) -> bool:
     """`tree` is one `max(x, 0)`, which the lowering raises to one `relu`
-    task with no splat tile (D-LOW-RAISE)."""
-    if len(tree) != 1 or tree[0].name != "arith.maximumf":
+    task with no splat tile (D-LOW-RAISE; its max ops: `MAX_OPS`)."""
+    if len(tree) != 1 or tree[0].name not in MAX_OPS:
         return False
     return any(_float_const(v, inside) == 0.0 for v in tree[0].operands)
 

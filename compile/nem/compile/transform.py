@@ -387,7 +387,8 @@ def tile_module(
     if options.fuse:  # bias and epilogues into the convolutions' tiles (D-COMPILE-FUSE-L1)
         from nem.compile import fusion, tiling
 
-        ops, sized = fusion.fuse(entry, ops, sized, tiling.l1_budget(device, options.pipeline))
+        budget = tiling.l1_budget(device, options.pipeline)
+        ops, sized = fusion.fuse(entry, ops, sized, budget, prologues=options.hoist)
     # a constant fill and the op accumulating into it: the fill is tiled after
     # the op, and only if the op's tiles cannot fill their outputs in L1
     # (D-COMPILE-ZERO-INIT)

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from mlir import ir
 from mlir.dialects import arith, linalg
 
-from nem.compile.hoist import root_of
+from nem.compile.writers import root_of
 
 MARK = "nem_zero_init"
 """On an op whose fill `pairs` dropped: its tiles' staged outputs are filled."""
