@@ -375,7 +375,11 @@ def test_the_plan_counts_the_lowerings_scratch(case, monkeypatch):
         module = ir.Module.parse(result.stage("tile").text)
         fn = next(op for op in module.body.operations if op.operation.name == "func.func")
         ops = [o.operation for o in fn.regions[0].blocks[0].operations]
-        plan = l1_plan.measure([o for o in ops if o.name != "func.return"], True).by_space
+        # (as many slots as the tile stage gave the loops: `structure.WIDE`)
+        marks = re.findall(rf"{structure.WIDE} = (\d+)", result.stage("tile").text)
+        window = max((int(m) for m in marks), default=2)
+        roots = [o for o in ops if o.name != "func.return"]
+        plan = l1_plan.measure(roots, True, window=window).by_space
     lowered = _lowered_peaks(result.nem)
     assert any(lowered.values())
     for k, peak in lowered.items():
@@ -495,3 +499,50 @@ def test_plan_keeps_a_compute_bound_loops_iterations_in_flight_where_they_fit(
         assert planned == window
         assert (structure.WIDE in loop.attributes) == (window > 0)
         assert need.by_space == {2: max((window or 2) * (512 * 2 + 512), rows * 256), 3: 1024}
+
+
+def _tile_loop(pro: bool, load: int, store: int) -> str:
+    """A tile loop of 8 trips loading `load` and storing `store` floats per
+    trip around a fused op (its FUSE attribute saying whether it has a
+    prologue, D-COMPILE-FUSE-L1)."""
+    return f"""
+#id = affine_map<(d0) -> (d0)>
+func.func @f(%a: memref<{load}xf32>, %b: memref<{store}xf32>) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %i = %c0 to %c8 step %c1 {{
+    %l = memref.alloc() : memref<{load}xf32, 2>
+    %o = memref.alloc() : memref<{store}xf32, 2>
+    linalg.copy ins(%a : memref<{load}xf32>) outs(%l : memref<{load}xf32, 2>)
+    linalg.generic {{indexing_maps = [#id], iterator_types = ["parallel"],
+        nem_fuse = {{pro = {str(pro).lower()}}}}} outs(%o : memref<{store}xf32, 2>) {{
+    ^bb0(%x: f32):
+      linalg.yield %x : f32
+    }}
+    linalg.copy ins(%o : memref<{store}xf32, 2>) outs(%b : memref<{store}xf32>)
+  }}
+  return
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("pro", "load", "store", "wide"),
+    [(True, 1024, 2048, True), (False, 1024, 2048, False), (True, 2048, 1024, False)],
+)
+def test_a_dma_bound_prologue_layer_storing_more_than_it_loads_is_widened(pro, load, store, wide):
+    """`compute_bound` (which tile loops keep more than two iterations in
+    flight, D-COMPILE-TILE-TIME): a DMA-bound loop around a convolution
+    with a prologue whose stores move at least its loads counts as one
+    (session 65: DenseNet-121's first two 1x1 convolutions, 56x56 -> 128
+    channels, their DMAs 42% busy with two slots, about 2,700 cycles
+    faster each with three); without a prologue (ResNet-50's 1x1
+    expansions: DMAs 96% busy, 3,024 cycles slower each with three), or
+    loading more than it stores, it does not."""
+    with ir.Context():
+        module = ir.Module.parse(_tile_loop(pro, load, store))
+        fn = module.body.operations[0]
+        loops = l1_plan.innermost_loops([o.operation for o in fn.regions[0].blocks[0].operations])
+        assert len(loops) == 1
+        assert l1_plan.moved(loops) == (8 * 4 * load, 8 * 4 * store)
+        assert l1_plan.compute_bound(loops, 1, 4) == wide

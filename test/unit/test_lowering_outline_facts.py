@@ -129,14 +129,18 @@ def test_the_scalar_loads_kernels_perform_are_read_from_the_mlir() -> None:
 
 
 def _eltwise_nest(elem: str, a: str, b: str, out: str) -> str:
-    """A nest whose tree needs two scratch temporaries (`a*b + a*a`)."""
+    """A nest whose tree needs two scratch temporaries (`a*b + (a*a)*(b*b)`:
+    `a*b` computes in the output, `(a*a)*(b*b)` over `a*a`'s scratch, and
+    `b*b` takes another: D-LOW-TREE-INPLACE)."""
     t = f"memref<64x{elem}, 2>"
     return f"""
   affine.for %i = 0 to 64 {{
     %a = affine.load %{a}[%i] : {t}
     %b = affine.load %{b}[%i] : {t}
     %p = arith.mulf %a, %b : {elem}
-    %q = arith.mulf %a, %a : {elem}
+    %aa = arith.mulf %a, %a : {elem}
+    %bb = arith.mulf %b, %b : {elem}
+    %q = arith.mulf %aa, %bb : {elem}
     %r = arith.addf %p, %q : {elem}
     affine.store %r, %{out}[%i] : {t}
   }}"""

@@ -212,6 +212,11 @@ def prologue_parts(
     return parts
 
 
+def has_prologue(t: ir.Operation) -> bool:
+    """Whether `t` is a fused op (or tile) with a prologue."""
+    return FUSE in t.attributes and ir.BoolAttr(ir.DictAttr(t.attributes[FUSE])["pro"]).value
+
+
 def prologue_step(
     t: ir.Operation,
 ) -> tuple[list[ir.Operation], ir.Value, list[str], list[ir.Value]] | None:
@@ -219,9 +224,9 @@ def prologue_step(
     of `t`'s body computing X's element from the source's and the
     per-channel inputs' (empty for a copy), that element, those inputs'
     maps over X's 4 dimensions and their arguments of the body."""
-    info = ir.DictAttr(t.attributes[FUSE])
-    if not ir.BoolAttr(info["pro"]).value:
+    if not has_prologue(t):
         return None
+    info = ir.DictAttr(t.attributes[FUSE])
     maps = [ir.StringAttr(m).value for m in ir.ArrayAttr(info["prologue"])]
     block = body_of(t)
     args = list(block.arguments)

@@ -17,8 +17,9 @@ from nem.compile.conv_forms import RANK
 from nem.compile.fusion import epilogue_steps
 from nem.compile.fusion_prologue import in_place, prologue_parts, prologue_step, weight_roots
 from nem.compile.fusion_tiles import FUSE
-from nem.compile.linalg_ir import body_of, identity_map
+from nem.compile.linalg_ir import body_of, identity_map, operand_segments
 from nem.compile.nest_ir import owner_op
+from nem.compile.writers import root_of
 from nem.dialect.semantics.clamp import clamp_matches_min_max
 from nem.frontends.onnx.emit import scalar_value
 from nem.passes.lowering.nest_analysis import MAX_OPS
@@ -40,7 +41,8 @@ def temporaries(op: ir.Operation) -> float:
     (D-LOW-ACCUM: the product or window op into a temporary, then an add
     into the output); for an elementwise body, as `_tree_steps` makes them
     (passes/nem/passes/lowering/compute.py): one per op but the root, which
-    writes the output, one per distinct splat operand (its `clamp`,
+    writes the output, and those computing in place (`_tree`,
+    D-LOW-TREE-INPLACE), one per distinct splat operand (its `clamp`,
     D-LOW-SPLAT), each of its op's result type (D-LOW-CAST-TREE), and one per
     broadcast input (D-LOW-BCAST-OPERAND).  A tile of a fused convolution
     (D-COMPILE-FUSE-L1) is the convolution's accumulator and then each
@@ -51,10 +53,16 @@ def temporaries(op: ir.Operation) -> float:
     there, `_broadcast_slots`)."""
     if FUSE in op.attributes:
         inside = _inside(op)
+        ins, outs = operand_segments(op)
         trees = ([inner for inner in ops if _scalar(inner)] for ops, _ in epilogue_steps(op))
         # (an epilogue of no scalar op, a copy, declares no tile: an outside
-        # user's Clip of no bounds after a Conv, session 62)
-        return 1 + sum(_tree(body, inside, 0) for body in trees if body)
+        # user's Clip of no bounds after a Conv, session 62); epilogue i
+        # reads the output tile i (and inputs) and writes tile i + 1
+        return 1 + sum(
+            _tree(body, inside, 0, _apart(outs[i + 1], [*ins, *outs[: i + 1]]))
+            for i, body in enumerate(trees)
+            if body
+        )
     name = op.name
     if any(part in name for part in REDUCING):
         return 1
@@ -70,7 +78,17 @@ def temporaries(op: ir.Operation) -> float:
     op.walk(visit)
     if not body:
         return 1
-    return max(1.0, _tree(body, _inside(op), _broadcast_inputs(op)))
+    early = False
+    if op.name.startswith("linalg."):
+        ins, outs = operand_segments(op)
+        early = len(outs) == 1 and _apart(outs[0], ins)
+    return max(1.0, _tree(body, _inside(op), _broadcast_inputs(op), early))
+
+
+def _apart(out: ir.Value, ins: list[ir.Value]) -> bool:
+    """No input views the buffer `out` views: the lowering may compute a
+    tree's chain below the root in the output (D-LOW-TREE-INPLACE)."""
+    return all(root_of(v) != root_of(out) for v in ins)
 
 
 def prologue_scratch(
@@ -143,16 +161,31 @@ def _inside(op: ir.Operation) -> set[ir.Value]:
     return inside
 
 
-def _tree(body: list[ir.Operation], inside: set[ir.Value], broadcasts: int) -> float:
+def _tree(
+    body: list[ir.Operation], inside: set[ir.Value], broadcasts: int, early: bool = False
+) -> float:
     """The scratch tiles of the elementwise tree `body` (its ops in order,
     the root last) with `broadcasts` broadcast inputs, in units of the
-    root's element size (`temporaries`).  The 0 of a `max(x, 0)` counts as
-    a splat, although the lowering raises a `relu` (D-LOW-RAISE): one tile
-    more than declared, never less."""
+    root's element size (`temporaries`), as the lowering declares them
+    (D-LOW-TREE-INPLACE): an op computes in place over an operand that is
+    an op of the tree of its own type but no cast (`_in_place`), so only
+    the others take a tile; with `early` (no input reads the output's
+    buffer) the chain below the root computes in the output and its last
+    op takes none either.  The 0 of a `max(x, 0)` counts as a splat,
+    although the lowering raises a `relu` (D-LOW-RAISE): one tile more
+    than declared, never less."""
     out_bytes = _elem_bytes(body[-1].results[0].type)
     clamps = [_clamped(inner, inside) for inner in body]
     inner_max = [m for m in clamps if m is not None]  # (a clamp's: its tile still counted)
-    temps = sum(_elem_bytes(inner.results[0].type) for inner in body[:-1])
+    mine = set(body)
+    temps = sum(
+        _elem_bytes(inner.results[0].type) for inner in body[:-1] if not _in_place(inner, mine)
+    )
+    bottom = body[-1]  # (the chain from the root, in place: its last op)
+    while early and (below := _in_place(bottom, mine)) is not None:
+        bottom = below
+    if bottom != body[-1]:
+        temps -= _elem_bytes(bottom.results[0].type)
     splats: set[tuple[object, int]] = set()  # one per value and type (`_tree_steps`)
     for inner, clamp in zip(body, clamps):
         if clamp is not None or any(inner == m for m in inner_max):
@@ -162,6 +195,29 @@ def _tree(body: list[ir.Operation], inside: set[ir.Value], broadcasts: int) -> f
     temps += sum(width for _, width in splats)
     temps += out_bytes * broadcasts
     return temps / out_bytes
+
+
+def _in_place(op: ir.Operation, tree: set[ir.Operation]) -> ir.Operation | None:
+    """The op of `tree` whose result `op` computes in place over (the
+    lowering's `compute._into`): its first operand computed by an op of the
+    tree of `op`'s result type, neither a cast (a result type not its
+    first operand's; conservatively `select` and `cmpf` too); None."""
+
+    def cast(o: ir.Operation) -> bool:
+        return not o.operands or o.operands[0].type != o.results[0].type
+
+    if cast(op):
+        return None
+    for v in op.operands:
+        owner = owner_op(v)
+        if (
+            owner is not None
+            and owner in tree
+            and owner.results[0].type == op.results[0].type
+            and not cast(owner)
+        ):
+            return owner
+    return None
 
 
 def _clamped(op: ir.Operation, inside: set[ir.Value]) -> ir.Operation | None:
@@ -223,9 +279,15 @@ def _elem_bytes(t: ir.Type) -> int:
 
 def _broadcast_inputs(op: ir.Operation) -> int:
     """The operands of a linalg op that it broadcasts: their indexing map
-    has fewer results than the loops (each copied into an output-sized
+    indexes fewer than all the loops (each copied into an output-sized
     scratch tile, D-LOW-BCAST-OPERAND; outputs index every loop)."""
     if "indexing_maps" not in op.attributes:
         return 0
     maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    return sum(1 for m in maps if len(m.results) < m.n_dims)
+    return sum(1 for m in maps if len(_dims(m)) < m.n_dims)
+
+
+def _dims(m: ir.AffineMap) -> set[int]:
+    """The loops map `m` indexes by (a constant result, `[1, C, 1, 1]`'s
+    0s, indexes none: a broadcast too)."""
+    return {e.position for e in m.results if isinstance(e, ir.AffineDimExpr)}

@@ -36,9 +36,37 @@ func.func @addrelu(%X: memref<64x32xf32>, %Y: memref<64x32xf32>, %Z: memref<64x3
   return
 }
 // REMARK: remark: lowered @addrelu to NEM; raised: linalg.generic at {{[0-9]+}}:3 -> add + relu; fell back to compute: none
+// The add computes in Z, which no input reads, and the relu in place over it
+// (D-LOW-TREE-INPLACE): no scratch buffer.
+// CHECK-NOT: buffer DDR_tmp
+// CHECK: [[A:add[0-9]+]] = add.async in region(X, 0, 8192) elem=f32, shape=[64, 32], layout=MN, region(Y, 0, 8192) elem=f32, shape=[64, 32], layout=MN out region(Z, 0, 8192)
+// CHECK-NEXT: relu.async in region(Z, 0, 8192) elem=f32, shape=[64, 32], layout=MN out region(Z, 0, 8192) elem=f32, shape=[64, 32], layout=MN deps=[[[A]]]
+
+// -----
+
+// A tree with a leaf that reads the output Z: its chain does not compute in Z
+// (only where no leaf reads the output's buffer, D-LOW-TREE-INPLACE): the add
+// writes one scratch buffer, the exp computes in place over it, the relu
+// writes Z.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @addrelu_in_place(%X: memref<64x32xf32>, %Z: memref<64x32xf32>) {
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%X, %Z : memref<64x32xf32>, memref<64x32xf32>) outs(%Z : memref<64x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32):
+    %s = arith.addf %x, %y : f32
+    %e = math.exp %s : f32
+    %zero = arith.constant 0.0 : f32
+    %r = arith.maximumf %e, %zero : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+// REMARK: remark: lowered @addrelu_in_place to NEM; raised: linalg.generic at {{[0-9]+}}:3 -> add + exp + relu; fell back to compute: none
 // CHECK: buffer [[T:DDR_tmp[0-9]+]] : DDR (size=8192, align=64)
-// CHECK: [[A:add[0-9]+]] = add.async in region(X, 0, 8192) elem=f32, shape=[64, 32], layout=MN, region(Y, 0, 8192) elem=f32, shape=[64, 32], layout=MN out region([[T]], 0, 8192)
-// CHECK-NEXT: relu.async in region([[T]], 0, 8192) elem=f32, shape=[64, 32], layout=MN out region(Z, 0, 8192) elem=f32, shape=[64, 32], layout=MN deps=[[[A]]]
+// CHECK-NOT: buffer DDR_tmp
+// CHECK: [[A:add[0-9]+]] = add.async in region(X, 0, 8192) elem=f32, shape=[64, 32], layout=MN, region(Z, 0, 8192) elem=f32, shape=[64, 32], layout=MN out region([[T]], 0, 8192)
+// CHECK-NEXT: [[E:exp[0-9]+]] = exp.async in region([[T]], 0, 8192) elem=f32, shape=[64, 32], layout=MN out region([[T]], 0, 8192)
+// CHECK-NEXT: relu.async in region([[T]], 0, 8192) elem=f32, shape=[64, 32], layout=MN out region(Z, 0, 8192) elem=f32, shape=[64, 32], layout=MN deps=[[[E]]]
 
 // -----
 

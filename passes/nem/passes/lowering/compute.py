@@ -364,12 +364,16 @@ def _tree_steps(
     """The candidate tasks of an elementwise tree, in evaluation order:
     (opcode, token); the root writes `out`, every inner op a hoisted scratch
     region of the same shape and of its result's element type (D-LOW-ACCUM's
-    scratch buffers, one per inner op; a `cast` converts, every other op
+    scratch buffers; a `cast` converts, every other op
     keeps its operands' type: D-LOW-CAST-TREE), every distinct splat too:
     `clamp` of a source of the splat's type that is ready before the ops, a
     leaf `direct` accepts or a cast of one (D-LOW-SPLAT-SOURCE), else of
     the op's other operand (D-LOW-SPLAT); a splat of the same value, type
-    and source is made once."""
+    and source is made once.  An op computes in place over the result of
+    its first operand that is an op of its own type but no cast (D-HAZ-INPLACE
+    allows it; `_into`): a chain of ops takes one scratch region, not one
+    per op (D-LOW-TREE-INPLACE).  Where no leaf reads `out`'s buffer, that
+    chain below the root computes in `out` itself, and takes none."""
     steps: list[tuple[str, SSAValue]] = []
     shape = region_shape(out[0])
     leaves = [
@@ -377,6 +381,8 @@ def _tree_steps(
     ]
     sources: dict[Attribute, SSAValue] = {}
     splats: dict[tuple[float, Attribute, SSAValue], tuple[SSAValue, View]] = {}
+    temps: set[SSAValue] = set()  # (the scratch regions the tree's ops write)
+    early = _apart(ctx, root, out[1])
 
     def splat_like(sibling: SSAValue, elem: Attribute) -> SSAValue:
         if elem not in sources:
@@ -388,14 +394,24 @@ def _tree_steps(
 
     def temp(elem: Attribute) -> tuple[SSAValue, View]:
         sv = scratch(ctx, st, out[1], shape, anchor, ident=len(steps) + 1, elem=elem)
-        return region(ctx, b, sv, sv.base, shape, sv.strides, anchor), sv
+        made = region(ctx, b, sv, sv.base, shape, sv.strides, anchor), sv
+        temps.add(made[0])
+        return made
 
     def emit(node: EltNode, target: tuple[SSAValue, View] | None) -> tuple[SSAValue, View]:
         if isinstance(node, Splat):
             raise AssertionError("a splat is made beside its sibling")
         if not isinstance(node, EltOp):
             return leaf_region(node)
-        made = {k: emit(c, None) for k, c in enumerate(node.operands) if not isinstance(c, Splat)}
+        into = _into(node)
+        down = target if early and into is not None and target is not None else None
+        if down is not None and into is not None and _elem(node.operands[into]) != down[1].elem:
+            down = None
+        made = {
+            k: emit(c, down if k == into else None)
+            for k, c in enumerate(node.operands)
+            if not isinstance(c, Splat)
+        }
         like, like_view = next(iter(made.values()))
         for k, c in enumerate(node.operands):
             if isinstance(c, Splat):
@@ -411,6 +427,11 @@ def _tree_steps(
                     )
                 made[k] = splats[key]
         ins = [made[k] for k in range(len(node.operands))]
+        if target is None and into is not None and made[into][0] in temps:
+            target = made[into]  # (in place over its operand's scratch)
+        if into is not None and made[into] == target:  # (its splats' sources change)
+            for key in [key for key in splats if key[2] == target[0]]:
+                del splats[key]
         if target is None:
             target = temp(like_view.elem if node.to is None else node.to)
         steps.append(
@@ -425,6 +446,48 @@ def _tree_steps(
 
     emit(root, out)
     return steps
+
+
+def _elem(node: EltNode) -> Attribute:
+    """The element type of a (non-splat) tree node's result."""
+    if isinstance(node, EltOp):
+        if node.to is not None:
+            return node.to
+        return _elem(next(c for c in node.operands if not isinstance(c, Splat)))
+    assert not isinstance(node, Splat)
+    return _leaf_elem(node)
+
+
+def _into(node: EltOp) -> int | None:
+    """The operand an op computes in place over (D-LOW-TREE-INPLACE): its
+    first that is an op of the op's result type but no cast (a cast of a
+    leaf may be a splat's source, D-LOW-SPLAT-SOURCE), None for a cast or
+    an op of no such operand."""
+    if node.to is not None:
+        return None
+    elem = _elem(node)
+    return next(
+        (
+            k
+            for k, c in enumerate(node.operands)
+            if isinstance(c, EltOp) and c.to is None and _elem(c) == elem
+        ),
+        None,
+    )
+
+
+def _apart(ctx: LoweringContext, root: EltOp, out: View) -> bool:
+    """No leaf of the tree `root` reads the buffer `out` views (each leaf's
+    memref known to the lowering), so that its ops may write `out` before
+    the last leaf is read."""
+    for leaf in root.leaves():
+        if isinstance(leaf, Splat):
+            continue
+        memref = leaf.access.memref if isinstance(leaf, Load) else leaf.memref
+        view = ctx.views.get(memref)
+        if view is None or view.buffer == out.buffer:
+            return False
+    return True
 
 
 def _leaf_elem(leaf: Load | Operand) -> Attribute:
