@@ -24,6 +24,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, math
 
 from nem.frontends.onnx import emit
+from nem.frontends.onnx.diagnostics import OnnxImportError
 from nem.frontends.onnx.graph import Importer, Node, TensorVal
 
 Scalar = Callable[..., ir.Value]
@@ -109,12 +110,17 @@ def define_elementwise(
     """`node`'s output: `elementwise(...)` of its operands (`elem`,
     `scalar_elem` as there), at least one of which is computed at run time."""
     if not any(isinstance(o, TensorVal) for o in operands):
-        raise imp.error(
-            "not supported: an elementwise op whose operands are all constants",
-            fix="fold the constant subgraph (e.g. onnx-simplifier)",
-        )
+        raise _all_constants(imp)
     value, perm = elementwise(imp, operands, body, elem=elem, scalar_elem=scalar_elem)
     imp.define(node.outputs[0], value, perm)
+
+
+def _all_constants(imp: Importer) -> OnnxImportError:
+    return imp.error(
+        "not supported: an elementwise op whose operands are all constants",
+        fix="fold the constant subgraph: nem-compile's simplifier does (unless --no-simplify, "
+        "or where it refuses its graph: a note says why), or onnx-simplifier",
+    )
 
 
 def is_f16(x: ir.Value) -> bool:
@@ -161,6 +167,8 @@ def _gelu(approximate: str) -> Callable[[ir.Value], ir.Value]:
 
 def unary(fn: Callable[[ir.Value], ir.Value]) -> Callable[[Importer, Node], None]:
     def convert(imp: Importer, node: Node) -> None:
+        if imp.const(node.input(0)) is not None:  # (as a weight, a 0-d one
+            raise _all_constants(imp)  # came out of shape [1]: session 65)
         define_elementwise(imp, node, [imp.tensor(node.input(0))], fn)
 
     return convert

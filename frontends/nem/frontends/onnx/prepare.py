@@ -292,13 +292,14 @@ OPTIMIZER_VERSIONS = "0.7."
 def rewrite_rules() -> list[Any]:
     """onnxscript's default rewrite rules (`rewriter._DEFAULT_REWRITE_RULES`,
     same rules, same order), each rule whose pattern has several output nodes
-    (0.7: `SlicesSplit`) behind `_FirstNodeGuard`."""
+    (0.7: `SlicesSplit`) behind `_FirstNodeGuard`, each whose pattern names
+    a constant matching only that constant (`_exact`)."""
     import copy
 
     from onnxscript import rewriter
 
     rules = []
-    for rule in rewriter._DEFAULT_REWRITE_RULES:
+    for rule in map(_exact, rewriter._DEFAULT_REWRITE_RULES):
         matcher = getattr(rule, "_matcher", None)
         if matcher is not None and not matcher.pattern.has_single_output_node:
             guarded: Any = copy.copy(rule)
@@ -306,6 +307,30 @@ def rewrite_rules() -> list[Any]:
             rule = guarded
         rules.append(rule)
     return rules
+
+
+def _exact(rule: Any) -> Any:
+    """`rule` (an onnxscript RewriteRule), or a copy of it whose constant
+    patterns match their value exactly.  onnxscript matches a pattern's
+    constant within `math.isclose(rel_tol=1e-5, abs_tol=1e-8)`: its no-op
+    rules made `x + 1e-9` into `x` (`Log(Relu(x) + 1e-9)` gave -inf where
+    onnxruntime gives -20.7) and `x * 1.000005` too, an outside user's wrong
+    results (session 65, D-COMPILE-SIMPLIFY)."""
+    import copy
+
+    from onnxscript.rewriter import _pattern_ir
+
+    pattern = getattr(rule, "_target_pattern", None)
+    if pattern is None or not any(
+        isinstance(v, _pattern_ir.Constant) for node in pattern for v in node.inputs
+    ):
+        return rule
+    rule = copy.deepcopy(rule)  # (the library's own rules stay as they are)
+    for node in rule._target_pattern:
+        for v in node.inputs:
+            if isinstance(v, _pattern_ir.Constant):
+                v._rel_tol = v._abs_tol = 0.0
+    return rule
 
 
 class _FirstNodeGuard:

@@ -324,10 +324,11 @@ def splat_operands(name: str, operands: Sequence[Any]) -> list[int]:
         name not in SPLAT_FLOATS
         or len(consts) == len(operands)
         or not (isinstance(v, FloatAttr) and math.isfinite(v.value.data))
+        or (v.value.data == 0 and math.copysign(1.0, v.value.data) < 0)
     ):
         raise NotRaisable(
             f"'{name}' with a constant operand (a splat is made for a finite "
-            "float operand of add/sub/mul/div/maximum/minimum only: D-LOW-SPLAT)"
+            "float operand of add/sub/mul/div/maximum/minimum only, not -0.0: D-LOW-SPLAT)"
         )
     return consts
 
