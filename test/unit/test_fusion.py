@@ -330,6 +330,26 @@ def test_epilogues_that_would_shrink_a_large_weight_tile_are_not_fused(c, fused)
         assert got is not None and len(got.epilogues) == fused
 
 
+@pytest.mark.parametrize("where, bias", [("conv", False), ("return", True)])
+def test_a_bias_written_between_its_broadcast_and_the_convolution_is_not_fused(where, bias):
+    """The fused tiles read the bias where the convolution stands: a bias
+    argument another op writes between the broadcast and the convolution
+    (a fill) leaves the two apart; one written after the convolution is
+    fused (`Writers`, the one analysis of "may an op between write it")."""
+    from mlir import ir
+
+    from nem.compile import fusion
+
+    fill = "  linalg.fill ins(%z : f32) outs(%b : memref<512xf32>)\n"
+    text = GROUP.replace("C", "16").replace("F", "512")
+    at = text.index("  linalg.conv_2d" if where == "conv" else "  return")
+    with ir.Context():
+        m = ir.Module.parse(text[:at] + fill + text[at:])
+        fn = next(o.operation for o in m.body.operations)
+        groups = fusion.find_groups(fn)
+        assert [g.bias.name for g in groups] == (["linalg.generic"] if bias else [])
+
+
 @pytest.mark.parametrize("elem, width", [("f16", 2), ("f32", 4), ("f64", 8)])
 def test_a_broadcast_tile_holds_the_bytes_of_its_element_type(elem, width):
     """An epilogue input's L1 tile (`fusion_tiles.broadcast_tile`) is as many bytes

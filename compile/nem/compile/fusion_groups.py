@@ -315,11 +315,9 @@ def conv_group(conv: ir.Operation, form: Form, writers: Writers) -> Group | None
         return None
     bias = before[0]
     if _is_bias(bias, o):
-        b = bias.operands[0]  # a weight: the function's argument, read only
-        if owner_op(b) is not None or any(
-            _between(u, bias, conv) or _writes(u, b) for u in users_of(b)
-        ):
-            return None
+        b = bias.operands[0]  # a weight: the function's argument
+        if owner_op(b) is not None or writers.between(b, bias, conv):
+            return None  # (the tiles read it at the convolution's place)
     elif not _is_fill(bias, o, elem):
         return None
     if not _only_read(o, [bias, conv, *view]):
@@ -392,13 +390,6 @@ def _source(p: ir.Operation) -> ir.Value | None:
     ins = operand_segments(p)[0]
     ident = [v for v, m in zip(ins, map_strings(p)) if m == identity_map(RANK)]
     return ident[0] if len(ident) == 1 and ins.count(ident[0]) == 1 else None
-
-
-def _writes(op: ir.Operation, v: ir.Value) -> bool:
-    """Whether `op` may write `v` (an output of a linalg op, or any other op)."""
-    if not op.name.startswith("linalg."):
-        return True
-    return v in operand_segments(op)[1]
 
 
 def _first(ops: list[ir.Operation]) -> ir.Operation:

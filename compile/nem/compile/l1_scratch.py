@@ -22,7 +22,7 @@ from nem.compile.nest_ir import owner_op
 from nem.compile.writers import root_of
 from nem.dialect.semantics.clamp import clamp_matches_min_max
 from nem.frontends.onnx.emit import scalar_value
-from nem.passes.lowering.nest_analysis import MAX_OPS
+from nem.passes.lowering.nest_analysis import MAX_OPS, in_place_operand
 
 ALIGN = 64
 """The alignment of the L1 buffers the lowering declares (D-LOW-BUF)."""
@@ -198,26 +198,21 @@ def _tree(
 
 
 def _in_place(op: ir.Operation, tree: set[ir.Operation]) -> ir.Operation | None:
-    """The op of `tree` whose result `op` computes in place over (the
-    lowering's `compute._into`): its first operand computed by an op of the
-    tree of `op`'s result type, neither a cast (a result type not its
-    first operand's; conservatively `select` and `cmpf` too); None."""
+    """The op of `tree` whose result `op` computes in place over, by the
+    lowering's rule (`in_place_operand`); None.  A cast here: an op whose
+    result type is not its first operand's (conservatively `select` and
+    `cmpf` too: never fewer tiles than the lowering's)."""
 
     def cast(o: ir.Operation) -> bool:
         return not o.operands or o.operands[0].type != o.results[0].type
 
-    if cast(op):
-        return None
-    for v in op.operands:
-        owner = owner_op(v)
-        if (
-            owner is not None
-            and owner in tree
-            and owner.results[0].type == op.results[0].type
-            and not cast(owner)
-        ):
-            return owner
-    return None
+    owners = [owner_op(v) for v in op.operands]
+    k = in_place_operand(
+        cast(op),
+        op.results[0].type,
+        [(o.results[0].type, cast(o)) if o is not None and o in tree else None for o in owners],
+    )
+    return None if k is None else owners[k]
 
 
 def _clamped(op: ir.Operation, inside: set[ir.Value]) -> ir.Operation | None:

@@ -37,6 +37,7 @@ from nem.passes.lowering.nest_analysis import (
     Load,
     Operand,
     Splat,
+    in_place_operand,
     saturating_add,
     wrapping_in,
 )
@@ -383,6 +384,7 @@ def _tree_steps(
     splats: dict[tuple[float, Attribute, SSAValue], tuple[SSAValue, View]] = {}
     temps: set[SSAValue] = set()  # (the scratch regions the tree's ops write)
     early = _apart(ctx, root, out[1])
+    elem_of = _elems()
 
     def splat_like(sibling: SSAValue, elem: Attribute) -> SSAValue:
         if elem not in sources:
@@ -403,9 +405,9 @@ def _tree_steps(
             raise AssertionError("a splat is made beside its sibling")
         if not isinstance(node, EltOp):
             return leaf_region(node)
-        into = _into(node)
+        into = _into(node, elem_of)
         down = target if early and into is not None and target is not None else None
-        if down is not None and into is not None and _elem(node.operands[into]) != down[1].elem:
+        if down is not None and into is not None and elem_of(node.operands[into]) != down[1].elem:
             down = None
         made = {
             k: emit(c, down if k == into else None)
@@ -448,31 +450,35 @@ def _tree_steps(
     return steps
 
 
-def _elem(node: EltNode) -> Attribute:
-    """The element type of a (non-splat) tree node's result."""
-    if isinstance(node, EltOp):
-        if node.to is not None:
-            return node.to
-        return _elem(next(c for c in node.operands if not isinstance(c, Splat)))
-    assert not isinstance(node, Splat)
-    return _leaf_elem(node)
+def _elems() -> Callable[[EltNode], Attribute]:
+    """The element type of a (non-splat) node's result, remembered per
+    node for one tree: `_into` asks it of each op and of its operands, and
+    an op's answer is found at the bottom of its chain (quadratic in a
+    chain's depth if asked afresh)."""
+    memo: dict[int, Attribute] = {}  # (by identity: the tree outlives it)
+
+    def elem(node: EltNode) -> Attribute:
+        key = id(node)
+        if key not in memo:
+            if isinstance(node, EltOp) and node.to is not None:
+                memo[key] = node.to
+            elif isinstance(node, EltOp):
+                memo[key] = elem(next(c for c in node.operands if not isinstance(c, Splat)))
+            else:
+                assert not isinstance(node, Splat)
+                memo[key] = _leaf_elem(node)
+        return memo[key]
+
+    return elem
 
 
-def _into(node: EltOp) -> int | None:
-    """The operand an op computes in place over (D-LOW-TREE-INPLACE): its
-    first that is an op of the op's result type but no cast (a cast of a
-    leaf may be a splat's source, D-LOW-SPLAT-SOURCE), None for a cast or
-    an op of no such operand."""
-    if node.to is not None:
-        return None
-    elem = _elem(node)
-    return next(
-        (
-            k
-            for k, c in enumerate(node.operands)
-            if isinstance(c, EltOp) and c.to is None and _elem(c) == elem
-        ),
-        None,
+def _into(node: EltOp, elem: Callable[[EltNode], Attribute]) -> int | None:
+    """The operand an op computes in place over (`in_place_operand`), its
+    nodes' element types by `elem` (`_elems`)."""
+    return in_place_operand(
+        node.to is not None,
+        elem(node),
+        [(elem(c), c.to is not None) if isinstance(c, EltOp) else None for c in node.operands],
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xdsl.dialects import affine, arith, memref
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
@@ -297,6 +297,23 @@ class Splat:
 
 
 EltNode = EltOp | Load | Operand | Splat
+
+T = TypeVar("T")
+
+
+def in_place_operand(cast: bool, elem: T, operands: Sequence[tuple[T, bool] | None]) -> int | None:
+    """The operand an op of an elementwise tree computes in place over
+    (D-LOW-TREE-INPLACE): the first computed by an op of the tree (each
+    such operand: (its result's element type, whether that op is a cast);
+    None for a leaf or a splat) of the op's own result type `elem` and no
+    cast (a cast of a leaf may be a splat's source, D-LOW-SPLAT-SOURCE);
+    None for a cast.  The one statement of the rule for the lowering's
+    trees (`compute._into`) and the L1 model's (`l1_scratch._in_place`),
+    which describe ops in two IRs."""
+    if cast:
+        return None
+    return next((k for k, o in enumerate(operands) if o == (elem, False)), None)
+
 
 SPLAT_FLOATS = (
     "arith.addf",
