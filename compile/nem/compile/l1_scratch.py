@@ -22,7 +22,7 @@ from nem.compile.nest_ir import owner_op
 from nem.compile.writers import root_of
 from nem.dialect.semantics.clamp import clamp_matches_min_max
 from nem.frontends.onnx.emit import scalar_value
-from nem.passes.lowering.nest_analysis import MAX_OPS, in_place_operand
+from nem.passes.lowering.nest_analysis import MAX_OPS, RSQRT, in_place_operand
 
 ALIGN = 64
 """The alignment of the L1 buffers the lowering declares (D-LOW-BUF)."""
@@ -171,9 +171,11 @@ def _tree(
     an op of the tree of its own type but no cast (`_in_place`), so only
     the others take a tile; with `early` (no input reads the output's
     buffer) the chain below the root computes in the output and its last
-    op takes none either.  The 0 of a `max(x, 0)` counts as a splat,
-    although the lowering raises a `relu` (D-LOW-RAISE): one tile more
-    than declared, never less."""
+    op takes none either.  An `rsqrt` is the lowering's `div` of a splat 1
+    by a `sqrt` (`nest_analysis.RSQRT`): its splat counts, as a constant 1
+    does, and so does its `sqrt` at the root where nothing below takes it.  The
+    0 of a `max(x, 0)` counts as a splat, although the lowering raises a
+    `relu` (D-LOW-RAISE): one tile more than declared, never less."""
     out_bytes = _elem_bytes(body[-1].results[0].type)
     clamps = [_clamped(inner, inside) for inner in body]
     inner_max = [m for m in clamps if m is not None]  # (a clamp's: its tile still counted)
@@ -186,12 +188,19 @@ def _tree(
         bottom = below
     if bottom != body[-1]:
         temps -= _elem_bytes(bottom.results[0].type)
+    root = body[-1]
+    if root.name == RSQRT and not early and _in_place(root, mine) is None:
+        temps += out_bytes  # (its `sqrt` of a leaf, under the root's `div`)
     splats: set[tuple[object, int]] = set()  # one per value and type (`_tree_steps`)
     for inner, clamp in zip(body, clamps):
         if clamp is not None or any(inner == m for m in inner_max):
             continue  # (its bounds are attributes)
         width = _elem_bytes(inner.results[0].type)
         splats.update((_splat_key(v), width) for v in inner.operands if v not in inside)
+        if inner.name == RSQRT:  # (its `div`'s splat 1, as a constant 1 is keyed)
+            splats.add(
+                (str(ir.FloatAttr.get(inner.results[0].type, 1.0, loc=inner.location)), width)
+            )
     temps += sum(width for _, width in splats)
     temps += out_bytes * broadcasts
     return temps / out_bytes
