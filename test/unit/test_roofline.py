@@ -17,7 +17,7 @@ import pytest
 from nem.cli.nem_run import run
 from nem.dialect.semantics.cost import Work
 from nem.runtime import NemInterpreter
-from nem.runtime.roofline import LATENCY, Report, cut, row
+from nem.runtime.roofline import LATENCY, Report, cut, labels, row
 from nem.runtime.roofline_tally import Group, Rate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -520,8 +520,9 @@ def test_the_bytes_each_group_moved_by_memory_levels(tmp_path, capsys):
     "name, shown",
     [
         ("node 'n1' (Conv)", "node 'n1' (Conv)"),
-        ("node '/encoder/layer.0/attention/MatMul' (MatMul)", "node '/enco...on/MatMul' (MatMul)"),
-        ("node 'layernormalization_1' (LayerNormalization)", "node ...n_1' (LayerNormalization)"),
+        ("node '/encoder/layer.0/attention/MatMul' (MatMul)", "'/encoder/l...on/MatMul' (MatMul)"),
+        ("node 'layernormalization_1' (LayerNormalization)", "'laye...n_1' (LayerNormalization)"),
+        ("node 'stage1_gap' (GlobalAveragePool)", "'stage1_gap' (GlobalAveragePool)"),
         (
             "loop nest at line 1234 of a very long file name.nem",
             "loop nest at line 1234 of a ve...",
@@ -533,6 +534,18 @@ def test_a_long_group_name_keeps_its_op_type(name, shown):
     its middle and keeps its op type (an outside review, session 54: `node
     'layernormalization_1' (L...` named no op type)."""
     assert cut(name, 33) == shown and len(shown) <= 33
+
+
+def test_two_long_names_are_never_shown_alike():
+    """Names whose cuts collide show where they differ (an outside review,
+    session 66: two `node ..._gap' (GlobalAveragePool)` rows; exporters'
+    `/encoder/layer.N/...` names keep the same ends)."""
+    names = [f"node '/encoder/layer.{i}/attention/MatMul' (MatMul)" for i in (0, 1, 11)]
+    names += ["node '/decoder/layer.0/attention/MatMul' (MatMul)", "program"]
+    shown = labels(names, 33)
+    assert len(set(shown)) == len(names) and all(len(s) <= 33 for s in shown)
+    assert "layer.11" in shown[2] and shown[-1] == "program"
+    assert shown[3] == cut(names[3], 33)  # (a cut no other shares stays)
 
 
 def test_an_nmu_rate_in_the_profile_sets_the_nmu_bound():

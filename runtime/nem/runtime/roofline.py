@@ -337,14 +337,14 @@ class Report:
             + f"{'binds':<9}"
             + "".join(f"{u:>7}" for u in kinds),
         ]
-        for r in [self.total, *self.groups]:
+        table = [self.total, *self.groups]
+        for r, name in zip(table, labels([r.name for r in table], 33)):
             util = "".join(
                 f"{math.floor(r.units[u].utilization * 100 + 1e-9):6d}%"
                 if u in r.units
                 else f"{'-':>7}"
                 for u in kinds
             )
-            name = cut(r.name, 33)
             bound, ratio = shown(r.cycles, r.bound)
             line = f"{name:<34}{r.tasks:>7}{r.cycles:>10}{bound:>10}{ratio:>8}  {r.roof or '-':<6}"
             if own:
@@ -464,11 +464,32 @@ class Report:
         return "\n".join(out)
 
 
+def labels(names: Sequence[str], width: int) -> list[str]:
+    """Each name in at most `width` characters (`cut`), two names never
+    shown alike: where two cuts collide (exporters' `/encoder/layer.0/...`
+    and `/encoder/layer.1/...` keep the same ends; an outside review,
+    session 66, saw two `node ..._gap' (GlobalAveragePool)` rows), each
+    shows instead the window where it first differs from the others."""
+    shown = [cut(n, width) for n in names]
+    alike: dict[str, set[str]] = {}
+    for n, label in zip(names, shown):
+        alike.setdefault(label, set()).add(n)
+    for i, n in enumerate(names):
+        others = alike[shown[i]] - {n}
+        if others:
+            at = min(next((k for k, (a, b) in enumerate(zip(n, o)) if a != b), 0) for o in others)
+            shown[i] = _window(n, width, at)
+    return shown
+
+
 def cut(name: str, width: int) -> str:
-    """A group's name in at most `width` characters: its middle cut, its op
-    type kept (`node '/encoder/l...ion/MatMul' (MatMul)`: the name's end
-    tells exporters' long node names apart, the op type what they are; an
-    outside review, session 54, saw `node 'layernormalization_1' (L...`)."""
+    """A group's name in at most `width` characters: a node's without its
+    `node ` prefix (its quotes say what it is), then its middle cut, its op
+    type kept (`'/encoder/lay...ion/MatMul' (MatMul)`: the name's end tells
+    exporters' long node names apart, the op type what they are; an outside
+    review, session 54, saw `node 'layernormalization_1' (L...`)."""
+    if len(name) > width and name.startswith("node '"):
+        name = name.removeprefix("node ")
     if len(name) <= width:
         return name
     head, sep, op = name.rpartition(" (")
@@ -476,6 +497,20 @@ def cut(name: str, width: int) -> str:
     if not sep or room < 8:
         return name[: width - 3] + "..."
     return f"{head[: room - room // 2]}...{head[len(head) - room // 2 :]}{sep}{op}"
+
+
+def _window(name: str, width: int, at: int) -> str:
+    """`name` in at most `width` characters around its character `at`,
+    `...` where it is cut, a node's op type kept where it leaves room."""
+    short = name.removeprefix("node ") if name.startswith("node '") else name
+    at, name = max(0, at - (len(name) - len(short))), short
+    head, sep, op = name.rpartition(" (")
+    tail = f"{sep}{op}" if sep and width - len(sep) - len(op) >= 12 else ""
+    head = head if tail else name
+    room = width - len(tail) - 6
+    start = max(0, min(at - room // 2, len(head) - room))
+    end = start + room
+    return f"{'...' if start else ''}{head[start:end]}{'...' if end < len(head) else ''}{tail}"
 
 
 def _routes(moved: Mapping[str, int]) -> str:
