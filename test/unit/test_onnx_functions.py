@@ -124,3 +124,28 @@ def test_thresholded_relu_converts_at_every_opset(opset):
     README listed it (session 55)."""
     result = run_api(op_then_relu("ThresholdedRelu", opset, alpha=0.3))
     assert not any("D-COMPILE-ONNX-FUNCTIONS" in n for n in result.remarks), result.remarks
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_an_f16_body_typed_for_f32_runs_in_f32(opset):
+    """MeanVarianceNormalization's schema takes f16, but onnx's body for it
+    adds an f32 constant (its epsilon) to the data: ill-typed for f16 (an
+    outside user, session 66, got "inputs have different element types"
+    naming values of onnx's body; onnxruntime refuses it at opset 13).  The
+    body runs on the inputs cast to f32 and its result is rounded once
+    (D-COMPILE-F16)."""
+    model = graph_model(
+        [helper.make_node("MeanVarianceNormalization", ["x"], ["y"])],
+        [1, 3, 4, 5],
+        opset=opset,
+        elem=onnx.TensorProto.FLOAT16,
+    )
+
+    def exact(inputs):
+        x = inputs["x"].astype(np.float64)
+        d = x - x.mean(axis=(0, 2, 3), keepdims=True)
+        std = np.sqrt((d**2).mean(axis=(0, 2, 3), keepdims=True))
+        return {"y": (d / (std + 1e-9)).astype(np.float16)}
+
+    result = run_api(model, reference=exact)
+    assert any("1 MeanVarianceNormalization" in n for n in result.remarks), result.remarks

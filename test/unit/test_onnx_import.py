@@ -19,7 +19,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("mlir.ir")
 
 from import_runs import case_id, check_model, check_single_op, reference_outputs  # noqa: E402
-from onnx import TensorProto, helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from nem.compile.check import max_violation, onnxruntime_run  # noqa: E402
 from nem.compile.reference import execute  # noqa: E402
@@ -455,6 +455,32 @@ def test_mixed_constant_operand_is_a_located_error():
         "node 0 'add' (Add): error: inputs have different element types: 'x' f32, "
         "'c' f16" in _error(m)
     )
+
+
+def test_more_inputs_than_the_schema_takes_are_a_located_error():
+    """ReduceMean at opset 17 takes its axes as an attribute: given them as a
+    second input (invalid ONNX: ReduceMean-18's form at opset 17), the error
+    says so (an outside user, session 66, read "inputs have different
+    element types: 'x' f32, 'ax' i32" and "make the model one element type
+    throughout")."""
+    ax = numpy_helper.from_array(np.array([-1], np.int64), "ax")
+    node = helper.make_node("ReduceMean", ["x", "ax"], ["y"], name="rm", keepdims=0)
+    m = helper.make_model(
+        helper.make_graph(
+            [node],
+            "m",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+            [ax],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    text = _error(m)
+    assert text.startswith(
+        "m.onnx: node 0 'rm' (ReduceMean): error: ReduceMean takes at most 1 input(s) at the "
+        "model's opset 17 (its schema of opset 13); the node has 2"
+    ), text
+    assert "different element types" not in text
 
 
 @pytest.mark.parametrize("dtype, exp_dtype", [("f16", np.float32), ("f32", np.float16)])

@@ -547,3 +547,23 @@ def test_f16_activations_are_rounded_once(op, attrs):
         - exact.view(np.int16).astype(np.int64)
     )
     assert ulps.max() <= 1, f"{ulps.max()} ulps off the exact result rounded once"
+
+
+@pytest.mark.parametrize(
+    "kernel, attrs",
+    [([2, 2], {}), ([3, 3], {"strides": [2, 2], "pads": [1, 1, 1, 1]}), ([4], {})],
+)
+def test_f16_average_pool_sums_in_f32(kernel, attrs):
+    """An f16 AveragePool sums its windows in f32 and rounds the mean once
+    (D-COMPILE-F16): summed in f16, a 2x2 window of 20,000s overflowed to
+    inf where onnxruntime gives 20,000 (an outside user, session 66; 3x3
+    windows of 20,000-23,000 and a 1-D window of 17,000s alike)."""
+    shape = [1, 3, 9, 9][: 2 + len(kernel)]
+    x = R.uniform(17000, 23000, shape).astype(np.float16)
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=kernel, **attrs)
+    m = _typed_model(
+        [node], {"x": (TensorProto.FLOAT16, shape)}, {"y": (TensorProto.FLOAT16, None)}
+    )
+    _, got = reference_outputs(m, {"x": x})
+    assert np.isfinite(got["y"]).all()
+    check_model(m, inputs={"x": x})

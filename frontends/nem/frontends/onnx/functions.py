@@ -23,7 +23,10 @@ Which node is replaced, by which body:
   constants and shapes alone is the simplifier's to fold (a `Range` of a
   shape inside RMSNormalization's body);
 - a node onnx's inliner or version converter fails on stays as it is, and
-  the importer's diagnostic names it.
+  the importer's diagnostic names it;
+- a body ill-typed for the node's f16 inputs (an f32 constant in it), where
+  the schema takes f16, is the body for f32 inputs between casts, computed
+  in f32 and rounded once (D-COMPILE-F16).
 
 A body is inlined in a model of its node alone, at the body's own opset
 (its inputs typed: a context-dependent body is built from their types, and
@@ -108,11 +111,87 @@ def _body(
     node: onnx.NodeProto, opset: int, types: dict[str, onnx.TypeProto]
 ) -> list[onnx.NodeProto] | None:
     """The nodes computing `node`'s outputs from its inputs by the body onnx
-    defines for it at `opset`, or None where there is none or onnx's
-    inliner or version converter fails on it.  The body is inlined in a
-    model of the node alone, at the body's own opset, then converted to
-    `opset`; its values other than the node's inputs and outputs are
-    renamed `<node>/<value>`, its nodes `<node>/<OpType>_<k>`."""
+    defines for it at `opset` (`_inlined`), or None where there is none or
+    onnx's inliner or version converter fails on it.  A body that is
+    ill-typed for the node's f16 inputs (MeanVarianceNormalization's adds
+    an f32 constant to f16 data: an outside user, session 66, got "inputs
+    have different element types" about values of onnx's body) is the body
+    for f32 inputs between casts, rounded once (`_widened`, D-COMPILE-F16)."""
+    inlined = _inlined(node, opset, types)
+    if inlined is None or _typed(inlined):
+        return None if inlined is None else _named(node, inlined)
+    widened = _widened(node, opset, types)
+    return _named(node, inlined) if widened is None else widened
+
+
+def _typed(model: onnx.ModelProto) -> bool:
+    """Whether onnx's strict type inference accepts `model`."""
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except Exception:  # onnx's C++ errors arrive as InferenceError, RuntimeError, ...
+        return False
+    return True
+
+
+def _widened(
+    node: onnx.NodeProto, opset: int, types: dict[str, onnx.TypeProto]
+) -> list[onnx.NodeProto] | None:
+    """`node`'s body for its f16 inputs as f32 ones, between casts of those
+    inputs to f32 and of its outputs back to f16; None when `node` has no
+    f16 input, or the f32 body is ill-typed too or has an output of another
+    type than f32."""
+    f16, f32 = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
+    half = [v for v in dict.fromkeys(node.input) if v and types[v].tensor_type.elem_type == f16]
+    outs = [v for v in node.output if v]
+    if not half or not _takes_f16(node, opset):
+        return None
+    wide = {v: f"{node.name}/{v}:f32" for v in (*half, *outs)}
+    call = onnx.NodeProto()
+    call.CopyFrom(node)
+    call.input[:] = [wide.get(v, v) for v in node.input]
+    call.output[:] = [wide.get(v, v) for v in node.output]
+    wide_types = dict(types)
+    for v in half:
+        wide_types[wide[v]] = t = onnx.TypeProto()
+        t.CopyFrom(types[v])
+        t.tensor_type.elem_type = f32
+    inlined = _inlined(call, opset, wide_types)
+    if inlined is None or not _typed(inlined):
+        return None
+    inferred = onnx.shape_inference.infer_shapes(inlined).graph.output
+    if any(v.type.tensor_type.elem_type != f32 for v in inferred):
+        return None
+    make = onnx.helper.make_node
+    ins = [
+        make("Cast", [v], [wide[v]], f"{node.name}/Cast_in_{k}", to=f32) for k, v in enumerate(half)
+    ]
+    back = [
+        make("Cast", [wide[v]], [v], f"{node.name}/Cast_out_{k}", to=f16)
+        for k, v in enumerate(outs)
+    ]
+    return [*ins, *_named(call, inlined), *back]
+
+
+def _takes_f16(node: onnx.NodeProto, opset: int) -> bool:
+    """Whether the schema of `node` at `opset` allows f16 for each of its
+    inputs whose type is a type variable (Celu's does not: an f16 Celu is
+    invalid ONNX, refused as before)."""
+    s = _schema(node.op_type, opset)
+    allowed = {c.type_param_str: c.allowed_type_strs for c in s.type_constraints}
+    formals = list(s.inputs)
+    return all(
+        "tensor(float16)"
+        in allowed.get(formals[min(k, len(formals) - 1)].type_str, ["tensor(float16)"])
+        for k, v in enumerate(node.input)
+        if v and formals
+    )
+
+
+def _inlined(
+    node: onnx.NodeProto, opset: int, types: dict[str, onnx.TypeProto]
+) -> onnx.ModelProto | None:
+    """The model of `node` alone with its body inlined, at the body's own
+    opset, then converted to `opset`; None as `_body` says."""
     function = _function(node, opset, types)
     if function is None:
         return None
@@ -139,6 +218,13 @@ def _body(
         return None
     if inlined.graph.initializer or any(n.domain == DOMAIN for n in inlined.graph.node):
         return None
+    return inlined
+
+
+def _named(node: onnx.NodeProto, inlined: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The nodes of `node`'s `inlined` body, its values other than the
+    node's inputs and outputs renamed `<node>/<value>`, its nodes
+    `<node>/<OpType>_<k>`."""
     own = {v for v in (*node.input, *node.output) if v}
     renamed = {
         v: f"{node.name}/{v}"

@@ -419,6 +419,15 @@ class Importer:
             schema = onnx.defs.get_schema(node.op_type, self.opset, "")
         except onnx.defs.SchemaError:
             return  # no schema at this opset: the converter judges the node
+        given = max((k + 1 for k, v in enumerate(node.inputs) if v), default=0)
+        if given > schema.max_input:
+            raise self.error(
+                f"{node.op_type} takes at most {schema.max_input} input(s) at the model's opset "
+                f"{self.opset} (its schema of opset {schema.since_version}); the node has {given}",
+                fix=f"drop the extra inputs (onnx.defs.get_schema('{node.op_type}', "
+                f"{self.opset}) lists what it takes, attributes included), or set the "
+                f"model's opset to one whose {node.op_type} takes them",
+            )
         params = {c.type_param_str for c in schema.type_constraints}
         formals = list(schema.inputs)
         groups: dict[str, list[tuple[str, str]]] = {}

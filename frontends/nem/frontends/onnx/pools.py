@@ -20,7 +20,10 @@ and onnxruntime disagree, a located "not supported", D-COMPILE-POOL-EDGE).
 * AveragePool then multiplies by 1 / (elements of the window inside the
   input, or with the explicit pads when `count_include_pad`): a scalar
   when every window has the same count, else a constant weight (the
-  per-axis counts' outer product).
+  per-axis counts' outer product).  An f16 one sums its windows in f32 and
+  rounds the mean once (D-COMPILE-F16, as GlobalAveragePool and ReduceMean
+  do): a 2x2 window of 20,000s summed in f16 overflowed to inf (an outside
+  user, session 66), onnxruntime gives 20,000.
 """
 
 from __future__ import annotations
@@ -136,6 +139,11 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
             _ceil_mode_disagreement(imp, node, outs)
         if kind == "max":
             _window_in_padding(imp, sizes, kernel, strides, dil, pads[:spatial], outs)
+        f16 = x.elem if kind == "avg" and isinstance(x.elem, ir.F16Type) else None
+        if f16 is not None:  # summed in f32 (module doc)
+            f32 = ir.F32Type.get()
+            wide_x, perm = elementwise(imp, [x], lambda t: arith.extf(f32, t), elem=f32)
+            x = TensorVal(wide_x, x.shape, perm)
         cl = channels_last(x.rank)
         xp = imp.pad(
             imp.in_perm(x, cl),
@@ -156,7 +164,13 @@ def pool(kind: str) -> Callable[[Importer, Node], None]:
             inv = imp.weight(
                 (1.0 / counts).astype(x_dtype(imp, x)).reshape(1, *outs), f"{node.name}_inv_count"
             )
-        define_elementwise(imp, node, [sum_tv, inv], arith.mulf)
+        if f16 is None:
+            define_elementwise(imp, node, [sum_tv, inv], arith.mulf)
+            return
+        y, perm = elementwise(
+            imp, [sum_tv, inv], lambda t, w: arith.truncf(f16, arith.mulf(t, w)), elem=f16
+        )
+        imp.define(node.outputs[0], y, perm)
 
     return convert
 
