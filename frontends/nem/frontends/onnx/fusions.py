@@ -19,6 +19,7 @@ each intermediate value must have no other user and be no graph output.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -26,13 +27,23 @@ from onnx import numpy_helper
 
 SQRT2 = math.sqrt(2.0)
 TOLERANCE = 1e-6
-"""How close (relatively) a constant must be to sqrt(2), 1/sqrt(2), 1 or 0.5."""
+"""How close (relatively) a constant must be to sqrt(2), 1/sqrt(2), 1 or 0.5,
+rounded to the constant's own type (an f16 model's sqrt(2) is 1.4140625,
+as onnxruntime's GeluFusion compares f16 constants: an outside user's f16
+GELU ran its erf as an escape-hatch kernel, session 66)."""
 
 
-def _scalars(graph: onnx.GraphProto) -> dict[str, float]:
+class Scalar(NamedTuple):
+    """A single-element float constant: its value, whether it is f16."""
+
+    value: float
+    half: bool
+
+
+def _scalars(graph: onnx.GraphProto) -> dict[str, Scalar]:
     """Single-element float constants by tensor name (initializers and
     Constant nodes)."""
-    found: dict[str, float] = {}
+    found: dict[str, Scalar] = {}
     tensors = [(t.name, t) for t in graph.initializer]
     tensors += [
         (n.output[0], a.t)
@@ -47,12 +58,17 @@ def _scalars(graph: onnx.GraphProto) -> dict[str, float]:
             in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE)
             and math.prod(t.dims) == 1
         ):
-            found[name] = float(np.asarray(numpy_helper.to_array(t)).reshape(()))
+            value = float(np.asarray(numpy_helper.to_array(t)).reshape(()))
+            found[name] = Scalar(value, t.data_type == onnx.TensorProto.FLOAT16)
     return found
 
 
-def _near(value: float | None, want: float) -> bool:
-    return value is not None and abs(value - want) <= TOLERANCE * abs(want)
+def _near(found: Scalar | None, want: float) -> bool:
+    """Whether the constant `found` is `want` rounded to its type (TOLERANCE)."""
+    if found is None:
+        return False
+    want = float(np.float16(want)) if found.half else want
+    return abs(found.value - want) <= TOLERANCE * abs(want)
 
 
 def fuse_erf_gelu(graph: onnx.GraphProto) -> int:
