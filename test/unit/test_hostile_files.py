@@ -522,3 +522,55 @@ def test_what_a_plugin_or_device_path_is(tmp_path):
     os.mkfifo(tmp_path / "d.nem")
     with pytest.raises(NemDiagnosticError, match=r"device file '.*d\.nem': it is a FIFO"):
         NemInterpreter(device=str(tmp_path / "d.nem"))
+
+
+def _tool(name: str, *args: str, stdin=None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / name), *args], capture_output=True, text=True, timeout=120, stdin=stdin
+    )
+
+
+def test_nem_compile_never_writes_its_models_external_data(tmp_path):
+    """A model whose weights are external data in `m.weights.npz` (or in
+    the `-o` file itself): `nem-compile m.onnx -o m.nem` wrote its own
+    weights over them, and the model's data was gone (an outside tester,
+    session 66).  Both are inputs of the compile (D-FILE-PATHS)."""
+    import onnx
+    from onnx import external_data_helper
+
+    from nem.frontends.onnx import samples
+
+    base = samples.mlp()
+    cases = (("m.weights.npz", "m.onnx", "m.nem"), ("out.nem", "o.onnx", "out.nem"))
+    for location, model, out in cases:
+        m = onnx.ModelProto()
+        m.CopyFrom(base)
+        external_data_helper.convert_model_to_external_data(
+            m, all_tensors_to_one_file=True, location=location, size_threshold=0
+        )
+        onnx.save_model(m, str(tmp_path / model))
+        data = (tmp_path / location).read_bytes()
+        r = _tool("nem-compile", str(tmp_path / model), "-o", str(tmp_path / out))
+        assert r.returncode == 2 and "is an input of this command" in r.stderr, r.stderr
+        assert (tmp_path / location).read_bytes() == data
+    r = _tool("nem-compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "fresh.nem"))
+    assert r.returncode == 0, r.stderr  # (its weights beside it are another file)
+
+
+def test_no_tool_writes_the_file_behind_its_standard_input(tmp_path):
+    """`nem-opt - -o g.nem < g.nem` rewrote the program it read in canonical
+    form (its comments lost), `nem-run - --trace g.nem < g.nem` replaced it
+    with a trace (an outside tester, session 66)."""
+    text = (ROOT / "examples/gemm_bias_relu.nem").read_text()
+    program = tmp_path / "g.nem"
+    program.write_text(text)
+    for tool, args in (
+        ("nem-opt", ["-", "-o", str(program)]),
+        ("nem-run", ["-", "--random-inputs", "1", "--trace", str(program)]),
+    ):
+        with program.open() as stdin:
+            r = _tool(tool, *args, stdin=stdin)
+        assert r.returncode != 0 and "standard input" in r.stderr, (tool, r.stderr)
+        assert program.read_text() == text
+    with program.open() as stdin:  # (another output file is fine)
+        assert _tool("nem-opt", "-", "-o", str(tmp_path / "o.nem"), stdin=stdin).returncode == 0

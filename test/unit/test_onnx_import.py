@@ -457,6 +457,32 @@ def test_mixed_constant_operand_is_a_located_error():
     )
 
 
+def _relus(nodes, inputs=("x",)):
+    value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in inputs]
+    out = [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 3])]
+    graph = helper.make_graph(
+        [helper.make_node("Relu", [i], [o]) for i, o in nodes], "m", value, out
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_cycle_is_the_importers_located_error():
+    """Two Relus reading each other: onnxscript's optimizer ran out of
+    memory on it (2.2 GB, then killed; an outside tester, session 66).  A
+    graph with a node reading what no earlier node defines is not
+    simplified, and the importer names the node."""
+    text = _error(_relus([("b", "a"), ("a", "b")]))
+    assert "node 0 'Relu_0' (Relu): error: input 'b' is not produced by any earlier node" in text
+
+
+def test_two_graph_inputs_of_one_name_are_an_error():
+    """Two graph inputs named `x`: the second was renamed, the Relu read
+    it, and a run fed the first one: outputs of zeros, exit 0 (an outside
+    tester, session 66)."""
+    text = _error(_relus([("x", "b")], inputs=("x", "x")))
+    assert "graph input 'x' is declared twice" in text, text
+
+
 def test_more_inputs_than_the_schema_takes_are_a_located_error():
     """ReduceMean at opset 17 takes its axes as an attribute: given them as a
     second input (invalid ONNX: ReduceMean-18's form at opset 17), the error

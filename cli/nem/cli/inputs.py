@@ -215,12 +215,15 @@ def check_output_path(path: str, flag: str, inputs: Sequence[str] = ()) -> None:
         if not stat.S_ISREG(st.st_mode) and os.path.realpath(path) != os.devnull:
             raise InputError(flag, f"'{path}' is not a regular file")
         for given in inputs:
-            if (
-                given
-                and not is_stdio(given)
-                and stat.S_ISREG(st.st_mode)
-                and same_file(path, given)
-            ):
+            if not given or not stat.S_ISREG(st.st_mode):
+                continue
+            if is_stdio(given) and _stdin_is(st):
+                raise InputError(
+                    flag,
+                    f"'{path}' is this command's standard input (read from it with '-'): "
+                    "writing it would destroy it; write the output to another file",
+                )
+            if not is_stdio(given) and same_file(path, given):
                 also = "" if given == path else f" ('{given}')"
                 raise InputError(
                     flag,
@@ -235,6 +238,17 @@ def check_output_path(path: str, flag: str, inputs: Sequence[str] = ()) -> None:
         raise InputError(flag, f"cannot write '{path}': directory '{parent}' does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(flag, f"cannot write '{path}': directory '{parent}' is not writable")
+
+
+def _stdin_is(st: os.stat_result) -> bool:
+    """Whether standard input is redirected from the regular file `st`
+    describes: `nem-opt - -o g.nem < g.nem` rewrote the file it read, its
+    comments lost (an outside tester, session 66)."""
+    try:
+        fd = os.fstat(0)
+    except OSError:
+        return False
+    return stat.S_ISREG(fd.st_mode) and (fd.st_dev, fd.st_ino) == (st.st_dev, st.st_ino)
 
 
 def check_distinct_outputs(paths: Sequence[tuple[str, str]]) -> None:

@@ -606,6 +606,11 @@ def prepare(
     kept: dict[str, Any] = {}  # Prepared.arrays
     if simplify_graph and early is not None and early(m, node_index):
         simplify_graph = False
+    if simplify_graph and undefined_reads(m):
+        # (a node reading what no earlier node defines, a cycle among them: onnxscript's
+        # optimizer ran out of memory on two Relus reading each other, an outside tester,
+        # session 66; the importer names the node)
+        simplify_graph = False
     if simplify_graph:
         before = len(m.graph.node)
         arrays: dict[str, Any] = {}

@@ -182,6 +182,24 @@ def tensors(model: onnx.ModelProto) -> Iterator[tuple[str, TensorProto]]:
                 )
 
 
+def external_data_files(path: str) -> list[str]:
+    """The files the tensors of the ONNX model at `path` name as external
+    data, beside it (none for a file that is no model): inputs of a
+    compile, which no output may overwrite (D-FILE-PATHS)."""
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception:  # protobuf decode errors have several types: the import reports them
+        return []
+    base = os.path.dirname(os.path.abspath(path))
+    return [
+        os.path.join(base, loc)
+        for _, t in tensors(model)
+        if t.data_location == TensorProto.EXTERNAL
+        for e in t.external_data
+        if e.key == "location" and isinstance(loc := e.value, str) and loc
+    ]
+
+
 def check_external_data(
     model: onnx.ModelProto, where: str, base: str, budget: int, model_path: str | None = None
 ) -> int:
@@ -513,6 +531,11 @@ def _graph(model: onnx.ModelProto, errs: _Errors) -> None:
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     writer: dict[str, str] = {}
     for i in g.input:
+        if writer.get(i.name, "").startswith("graph input"):
+            errs.add(
+                f"graph input '{i.name}' is declared twice: a run could feed only one of them",
+                fix="give each graph input its own name",
+            )
         writer.setdefault(i.name, f"graph input '{i.name}'")
     for t in g.initializer:
         if not t.name:
