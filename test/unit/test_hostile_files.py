@@ -89,6 +89,10 @@ def test_npy_headers_are_checked_before_the_data(tmp_path):
         InputError, match="is truncated: its header declares 16 bytes of data, the file has 6"
     ):
         load_npy(str(f), "--input", 64)
+    # bytes after the declared data (an outside tester's appended junk, read silently)
+    f.write_bytes(npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", b"\0" * 8))
+    with pytest.raises(InputError, match="has 4 bytes after its data"):
+        load_npy(str(f), "--input", 64)
     f.write_bytes(npy_bytes("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }"))
     with pytest.raises(InputError, match="holds Python objects"):
         load_npy(str(f), "--input", 64)

@@ -139,7 +139,8 @@ def load_npy(
     0-d array stays 0-d); an archive, a file without NumPy's header (numpy's
     own message for one is about pickles), pickled objects, a header that
     `check` refuses or declaring more than `limit` bytes, empty or truncated
-    files are refused before the data is read."""
+    files, and bytes after the declared data (an outside tester's appended
+    junk was read silently, session 66) are refused before the data is read."""
     size = _size(path)
     if zipfile.is_zipfile(path):
         raise ArrayFileRefused(f"'{path}' is a .npz archive; save one array with numpy.save")
@@ -152,6 +153,12 @@ def load_npy(
                 f"'{path}' is truncated: its header declares {nbytes} "
                 f"bytes of data, the file has {size - f.tell()} after the "
                 f"header (at byte offset {f.tell()})"
+            )
+        if size - f.tell() > nbytes:  # (numpy reads the declared bytes and ignores the rest)
+            raise ArrayFileRefused(
+                f"'{path}' has {size - f.tell() - nbytes} bytes after its data (at byte "
+                f"offset {f.tell() + nbytes}): its header declares {nbytes} bytes of data; "
+                "a file numpy.save wrote ends there (an appended or corrupted file?)"
             )
     try:
         arr = np.load(path, allow_pickle=False)
