@@ -311,3 +311,91 @@ def test_tf_style_names_are_the_programs_buffers():
     for name in ("x10", "x", "Identity10"):
         assert f"\nbuffer {name} : DDR" in nem
     run_api(m)
+
+
+def _sub_check(tmp_path, capsys, y_file, x=None):
+    """`check` of `_model(("x", "w"), "y")` (x - w, f32[3]) with `y_file`
+    as the program's output (its exit status, stdout and stderr)."""
+    onnx.save(_model(("x", "w"), "y"), tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.arange(3, dtype=np.float32) if x is None else x)
+    np.save(tmp_path / "w.npy", np.ones(3, np.float32))
+    code = main(
+        [
+            str(tmp_path / "m.onnx"),
+            "--input",
+            f"x={tmp_path / 'x.npy'}",
+            "--input",
+            f"w={tmp_path / 'w.npy'}",
+            "--output",
+            f"y={y_file}",
+        ]
+    )
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_an_output_file_of_another_size_type_or_shape_is_refused(tmp_path, capsys):
+    """An outside user (session 66): a raw file 64 bytes longer than the
+    output, or a `.npy` of the right size and another shape, were compared
+    and passed (exit 0); an int32, f16 or transposed array got a numeric
+    MISMATCH, and a `.npz` was read as raw float bytes.  Each is an error
+    naming the file, what it holds and what nem-run writes; what nem-run
+    writes (the typed array, its elements flat, the raw bytes, uint8 bytes)
+    is compared."""
+    y = np.arange(3, dtype=np.float32) - 1
+    good = {
+        "y.npy": y,
+        "flat.npy": y.ravel(),
+        "u8.npy": np.frombuffer(y.tobytes(), np.uint8),
+        "y.bin": y.tobytes(),
+    }
+    bad = {
+        "long.bin": (
+            y.tobytes() + bytes(64),
+            "long.bin' holds 76 bytes, output 'y' (f32[3]) has 12",
+        ),
+        "i32.npy": (y.astype(np.int32), "an int32 array does not match output 'y' (f32[3])"),
+        "f16.npy": (y.astype(np.float16), "a float16 array does not match output 'y' (f32[3])"),
+        "col.npy": (y.reshape(3, 1), "shape [3, 1] does not match output 'y' (f32[3])"),
+        "y.npz": (None, "y.npz' is a .npz archive; give one array"),
+    }
+    for name, data in [*good.items(), *((n, d) for n, (d, _) in bad.items())]:
+        path = tmp_path / name
+        if name.endswith(".npy"):
+            np.save(path, data)
+        elif name.endswith(".npz"):
+            np.savez(path, y=y)
+        else:
+            path.write_bytes(data)
+    for name in good:
+        code, out, err = _sub_check(tmp_path, capsys, tmp_path / name)
+        assert code == 0 and out.endswith(": OK\n"), (name, out, err)
+    for name, (_, says) in bad.items():
+        code, out, err = _sub_check(tmp_path, capsys, tmp_path / name)
+        assert code == 2 and not out, (name, out)
+        assert err.startswith(f"check: error: --output y={tmp_path / name}: "), err
+        assert says in err and len(err.splitlines()) == 1, err
+    _, _, err = _sub_check(tmp_path, capsys, tmp_path / "col.npy")
+    assert "(the file's header declares float32, shape [3, 1])" in err
+    assert "nem-run --output y=FILE.npy" in err and "'y:f32[3]=FILE.npy'" in err
+
+
+def test_a_big_endian_input_is_refused_as_nem_run_refuses_it(tmp_path, capsys):
+    """An outside user (session 66): a big-endian `>f4` input went to
+    onnxruntime as it was, whose output was other numbers, and the check
+    blamed the program (`max |nem - onnxruntime| = inf: MISMATCH`); nem-run
+    refuses the file.  The check refuses it by nem-run's own rule
+    (`elements.dtype_mismatch`), saying how to convert it."""
+    from nem.dialect.elements import dtype_mismatch
+
+    y = np.arange(3, dtype=np.float32) - 1
+    np.save(tmp_path / "y.npy", y)
+    code, out, err = _sub_check(tmp_path, capsys, tmp_path / "y.npy", x=(y + 1).astype(">f4"))
+    assert code == 2 and not out, out
+    why = dtype_mismatch(np.dtype(">f4"), "f32", "input 'x' (f32[3])", ", as nem-run --input takes")
+    assert err == f"check: error: --input x={tmp_path / 'x.npy'}: {why} " + (
+        "(the file's header declares >f4, shape [3])\n"
+    )
+    assert "big-endian: numpy's a.astype('<f4') converts them" in err
+    code, _, err = _sub_check(tmp_path, capsys, tmp_path / "y.npy", x=np.ones(3, np.float64))
+    assert code == 2 and "a float64 array does not match input 'x' (f32[3])" in err, err

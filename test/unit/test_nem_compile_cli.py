@@ -16,7 +16,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("mlir.ir")
 
-from compile_runs import DEVICE, MLIR_MATMUL, tool  # noqa: E402
+from compile_runs import BIN, DEVICE, MLIR_MATMUL, tool  # noqa: E402
 
 from nem.compile import CompileError, CompileOptions, compile_mlir, compile_onnx  # noqa: E402
 from nem.frontends.onnx import samples  # noqa: E402
@@ -350,3 +350,42 @@ def test_api_errors():
     assert e.value.stage == "import"
     with pytest.raises(CompileError, match="unknown route"):
         compile_onnx(samples.mlp(), CompileOptions(route="magic"))
+
+
+@pytest.mark.slow  # 5 s
+def test_the_run_line_pastes_into_a_shell(tmp_path):
+    """`nem-compile -v`'s `weights:` and `run:` lines are commands to paste
+    (an outside user, session 66): a file name with a space was split into
+    two arguments, and `-m.onnx` gave `nem-run -m.nem --input
+    -m.weights.npz`, which argparse reads as options.  Each word is quoted
+    now, a path starting with `-` written `./-m.nem`, and the pasted line
+    runs."""
+    import shlex
+
+    onnx.save(samples.mlp(), tmp_path / "-my model.onnx")
+    r = subprocess.run(
+        [str(BIN / "nem-compile"), "-my model.onnx", "-v"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = {
+        ln.split(": ", 1)[0]: ln.split(": ", 1)[1]
+        for ln in r.stderr.splitlines()
+        if ln.startswith(("weights: ", "run: "))
+    }
+    weights = lines["weights"].split("; ", 1)[1].removesuffix(")")
+    assert shlex.split(weights) == [
+        "nem-run",
+        "./-my model.nem",
+        "--input",
+        "./-my model.weights.npz",
+    ]
+    run = shlex.split(lines["run"])
+    assert run[:4] == [*shlex.split(weights)[:2], "--input", "./-my model.weights.npz"], run
+    np.save(tmp_path / "x.npy", np.zeros((4, 64), np.float32))
+    ran = subprocess.run(
+        [str(BIN / "nem-run"), *run[1:]], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert ran.returncode == 0 and (tmp_path / "y.npy").exists(), ran.stderr

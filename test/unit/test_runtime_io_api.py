@@ -66,6 +66,8 @@ def test_type_mismatch_is_an_error_unless_raw():
         r"\(f16\[8, 8\]\).*raw=True, nem-run --input-raw",
     ):
         it.write_tensor("a", np.zeros((8, 8), np.float32))
+    with pytest.raises(ValueError, match=r"big-endian: numpy's a.astype\('<f2'\) converts them"):
+        it.write_tensor("a", np.zeros((8, 8), ">f2"))  # (its bytes would be other numbers)
     with pytest.raises(ValueError, match=r"shape \[64\] does not match region a"):
         it.write_tensor("a", np.zeros(64, np.float16))
     with pytest.raises(ValueError, match="does not match buffer A"):

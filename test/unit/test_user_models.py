@@ -213,7 +213,8 @@ def mobilenet(tmp_path):
         ),
         (
             ["--input", "x=x.npy", "--output", "y=bad.npy"],
-            "check: error: --output y=bad.npy: cannot reshape array of size 5 into shape (2,12,17,13)",
+            "check: error: --output y=bad.npy: shape [5] does not match output 'y' "
+            "(f32[2,12,17,13])",
         ),
         (
             ["--input", "x=x.npy", "--output", "z=bad.npy"],

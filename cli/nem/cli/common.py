@@ -9,7 +9,7 @@ import os
 import platform
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import IO, Any
@@ -45,6 +45,24 @@ def version_text(tool: str) -> str:
 def is_stdio(path: str | None) -> bool:
     """`-` (or no path) names standard input / output, as in mlir-opt."""
     return path is None or path == "-"
+
+
+def command_line(words: Sequence[str]) -> str:
+    """`words` as a command a user pastes into a POSIX shell (the `run:`
+    line of `nem-compile -v`): each word `shlex.quote`d, so that a file name
+    with a space stays one argument.  A path word is given as it is meant;
+    `path_word` keeps one that starts with `-` from reading as an option."""
+    import shlex
+
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def path_word(path: str) -> str:
+    """`path` as a command-line argument: `./-x.nem` for `-x.nem`, which
+    argparse would read as an option (an outside user, session 66: `nem-run
+    -dash.nem --input -dash.weights.npz`, printed by `nem-compile -v`, failed
+    with 'expected one argument'); `-` (standard input) stays."""
+    return "./" + path if path.startswith("-") and path != "-" else path
 
 
 def _umask() -> int:

@@ -679,10 +679,12 @@ def _run(args: argparse.Namespace) -> int:
         )
         print(f"nem-compile: {'total':<10} {total}", file=sys.stderr)
         if weights:
+            from nem.cli.common import command_line, path_word
+
             n = len(result.interface.weights)
             print(
                 f"weights: {weights} ({n} buffer{'s' if n != 1 else ''}; "
-                f"nem-run {out} --input {weights})",
+                f"{command_line(['nem-run', path_word(out), '--input', path_word(weights)])})",
                 file=sys.stderr,
             )
         for line in _interface(result.interface, out, weights):
@@ -701,6 +703,8 @@ def _interface(iface: Interface, out: str, weights: str) -> list[str]:
     names (sanitized names are not guessable: `input.1` is `input1`,
     D-COMPILE-IFACE), and a `nem-run` command line that writes each output
     with the model's shape (a buffer's `--output` is its flat elements)."""
+    from nem.cli.common import command_line, path_word
+
     names = {"float32": "f32", "float16": "f16", "int32": "i32", "int16": "i16", "int8": "i8"}
 
     def typed(shape: Sequence[int], dtype: Any) -> str:
@@ -708,9 +712,9 @@ def _interface(iface: Interface, out: str, weights: str) -> list[str]:
             f"{names.get(np.dtype(dtype).name, np.dtype(dtype).name)}[{','.join(map(str, shape))}]"
         )
 
-    lines, run = [], ["nem-run", out]
+    lines, run = [], ["nem-run", path_word(out)]
     if weights:
-        run += ["--input", weights]
+        run += ["--input", path_word(weights)]
     for kind, ports in (("input", iface.inputs), ("output", iface.outputs)):
         for name, shape, dtype in ports:
             onnx = iface.onnx_names.get(name)
@@ -728,9 +732,9 @@ def _interface(iface: Interface, out: str, weights: str) -> list[str]:
             run += (
                 ["--input", f"{name}={name}.npy"]
                 if kind == "input"
-                else ["--output", f"'{name}:{typed(shape, dtype)}={name}.npy'"]
+                else ["--output", f"{name}:{typed(shape, dtype)}={name}.npy"]
             )
-    return [*lines, "run: " + " ".join(run)]
+    return [*lines, "run: " + command_line(run)]
 
 
 def _write_nemb(out: str, src: str, result: CompileResult) -> None:

@@ -18,12 +18,17 @@ Tolerances per element type (D-COMPILE-TOL), elementwise
 
     python -m nem.compile.check model.onnx --input x=x.npy --output y=y.npy
 
-compares `y.npy` (a typed array, or the 1-D uint8 bytes `nem-run --output`
-writes) with onnxruntime's output `y` on the same input; exit status 1 when
-an output is out of tolerance.  The arrays are those of the program's
-buffers: an f64 (int64, bool) input or output of the model is f32 (int32)
-there (D-COMPILE-F64, D-COMPILE-I64, D-COMPILE-BOOL) and is converted for
-onnxruntime.  A float output out of tolerance of onnxruntime's, of a model
+compares `y.npy` with onnxruntime's output `y` on the same input; exit
+status 1 when an output is out of tolerance.  The arrays are those of the
+program's buffers: an f64 (int64, bool) input or output of the model is f32
+(int32) there (D-COMPILE-F64, D-COMPILE-I64, D-COMPILE-BOOL) and is
+converted for onnxruntime.  The files are what `nem-run` takes and writes,
+checked as it checks them (`Port`, `elements.dtype_mismatch`), and anything
+else is refused (exit status 2) rather than compared: a `.npy` of the
+buffer's element type in little-endian order (a big-endian file's bytes are
+other numbers), an output's in the model's shape (`--output 'y:f32[4,10]=y.npy'`)
+or its elements flat (`--output y=y.npy`; 1-D uint8 bytes too), or a raw file
+of exactly the buffer's bytes; no `.npz` archive.  A float output out of tolerance of onnxruntime's, of a model
 that holds float16 tensors, is also compared with onnx's reference
 evaluator, which computes each op in its declared type (onnxruntime's CPU
 kernels compute some float16 ops in float32, and may drop a Cast to float16
@@ -93,20 +98,108 @@ PROGRAM_DTYPES = {
 D-COMPILE-BOOL)."""
 
 
-def _as_array(path: str, like: np.ndarray) -> np.ndarray:
+class Port:
+    """A model input or output as the program holds it: `dtype` and
+    `shape` are its buffer's element type and the model's shape (None: an
+    input whose shape is symbolic, which onnxruntime checks), and `text`
+    names it in errors: `output 'y' (f32[4,10])`."""
+
+    def __init__(
+        self,
+        kind: str,
+        onnx_name: str,
+        buffer: str,
+        model_dtype: np.dtype,
+        shape: Sequence[int] | None,
+    ):
+        self.dtype = PROGRAM_DTYPES.get(np.dtype(model_dtype), np.dtype(model_dtype))
+        self.shape: tuple[int, ...] | None = None if shape is None else tuple(shape)
+        self.kind, self.buffer = kind, buffer
+        from nem.dialect.elements import elem_of_dtype
+
+        self.elem = elem_of_dtype(self.dtype)
+        dims = "?" if self.shape is None else ",".join(map(str, self.shape))
+        self.text = (
+            f"{kind} '{onnx_name}'"
+            + (f" (buffer {buffer})" if buffer != onnx_name else "")
+            + f" ({self.elem or self.dtype}[{dims}]"
+            + (f"; {np.dtype(model_dtype)} in the model" if self.dtype != model_dtype else "")
+            + ")"
+        )
+
+    @property
+    def nbytes(self) -> int | None:
+        return None if self.shape is None else int(np.prod(self.shape)) * self.dtype.itemsize
+
+    def check_header(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        """Refuse (ValueError) a `.npy` array of `shape` and `dtype`: its
+        element type must be the buffer's, by nem-run's own rule
+        (`elements.dtype_mismatch`: a big-endian file is refused, not read
+        as other numbers); an output's shape must be the model's or its
+        elements flat (`nem-run --output y=y.npy` writes those), or 1-D
+        bytes nem-run wrote of an untyped buffer.  An input's shape is
+        onnxruntime's to check."""
+        from nem.dialect.elements import dtype_mismatch
+
+        flat = "nem-run --output " + self.buffer + "=FILE.npy"
+        if self.kind == "output" and dtype == np.uint8 and self.dtype != np.uint8:
+            if shape != (self.nbytes,):
+                raise ValueError(
+                    f"{self.nbytes} bytes (uint8) give {self.text}, not shape {list(shape)}"
+                )
+            return
+        fix = f", as {flat} writes it" if self.kind == "output" else ", as nem-run --input takes"
+        if self.elem and (why := dtype_mismatch(dtype, self.elem, self.text, fix)):
+            raise ValueError(why)
+        if self.kind == "output" and self.shape is not None:
+            count = int(np.prod(self.shape))
+            if shape not in (self.shape or (1,), (count,)):
+                typed = f"{self.buffer}:{self.elem}[{','.join(map(str, self.shape))}]"
+                raise ValueError(
+                    f"shape {list(shape)} does not match {self.text}: give its {count} "
+                    f"elements flat ({flat}) or in its shape (nem-run --output "
+                    f"'{typed}=FILE.npy')"
+                )
+
+
+def _as_array(path: str, port: Port) -> np.ndarray:
+    """The array of an `--input`/`--output` file for `port`: a `.npy`
+    checked against it (`Port.check_header`, before its data is read), or
+    a raw file of exactly the port's bytes.  A `.npz` archive is refused:
+    nem-run writes one array a file (it was read as raw bytes, an outside
+    user, session 66, as were a raw file 64 bytes long and a `.npy` of
+    shape [40, 1] for a [4, 10] output, both compared and passed)."""
     from nem.dialect.array_files import load_npy
     from nem.dialect.limits import MAX_INPUT_FILE_BYTES
-    from nem.dialect.source_files import read_file_bytes
+    from nem.dialect.source_files import read_file_bytes, regular_file
 
-    arr = (
-        load_npy(path)
-        if path.endswith(".npy")
-        else np.frombuffer(read_file_bytes(path, MAX_INPUT_FILE_BYTES, ""), np.uint8)
-    )
-    if arr.dtype == np.uint8 and like.dtype != np.uint8:  # nem-run --output bytes
-        dtype = PROGRAM_DTYPES.get(like.dtype, like.dtype)  # the buffer's elements
-        arr = arr[: like.size * dtype.itemsize].view(dtype)
-    return arr.reshape(like.shape)
+    if path.endswith(".npz"):
+        raise ValueError(
+            f"'{path}' is a .npz archive; give one array: a .npy file (numpy.save, "
+            f"nem-run --{port.kind} {port.buffer}=FILE.npy) or the raw bytes"
+        )
+    limit = port.nbytes if port.nbytes is not None else MAX_INPUT_FILE_BYTES
+    if path.endswith(".npy"):
+        arr = load_npy(path, limit, port.text, port.check_header)
+        if arr.dtype == np.uint8 and port.dtype != np.uint8:  # nem-run --output bytes
+            arr = arr.view(port.dtype)
+        if port.shape is None or arr.size != np.prod(port.shape):  # (an input: onnxruntime's)
+            return arr
+        return arr.reshape(port.shape)  # its elements in order, as nem-run writes them
+    if port.shape is None or port.nbytes is None:
+        raise ValueError(
+            f"'{path}' is not a .npy file, and {port.text} has no fixed shape to read raw "
+            "bytes in: save the array with numpy.save"
+        )
+    size = regular_file(path, "").st_size
+    if size != port.nbytes:
+        raise ValueError(
+            f"'{path}' holds {size} bytes, {port.text} has {port.nbytes}: a raw file "
+            f"holds exactly its bytes (as nem-run --{port.kind} {port.buffer}=FILE "
+            "does), or give a .npy file"
+        )
+    data = read_file_bytes(path, port.nbytes, "")
+    return np.frombuffer(data, port.dtype).reshape(port.shape)
 
 
 def model_dtypes(inputs: dict[str, np.ndarray], model: onnx.ModelProto) -> dict[str, np.ndarray]:
@@ -129,7 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("model")
     p.add_argument(
-        "--input", action="append", default=[], metavar="NAME=FILE.npy", help="a model input"
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="a model input, as nem-run --input takes it (a .npy array, or raw bytes)",
     )
     p.add_argument(
         "--output",
@@ -155,15 +252,32 @@ class _CheckError(Exception):
     """A bad file or name on the command line: one line, exit status 2."""
 
 
-def _load(path: str, what: str, like: np.ndarray | None = None) -> np.ndarray:
-    from nem.dialect.array_files import load_npy
+def _load(path: str, what: str, port: Port) -> np.ndarray:
     from nem.dialect.source_files import FileRefused, regular_file
 
     try:
         regular_file(path, "")  # a FIFO would block, a device never end (D-FILE-PATHS)
-        return load_npy(path) if like is None else _as_array(path, like)
+        return _as_array(path, port)
     except (OSError, ValueError, FileRefused) as e:  # missing, not .npy, wrong size
         raise _CheckError(f"{what}={path}: {e}") from None
+
+
+def _input_ports(model: onnx.ModelProto, ports: Sequence[tuple[str, str]]) -> dict[str, Port]:
+    """The model's inputs by ONNX name, as the program's buffers hold them
+    (`ports`: `interface_names`' (ONNX name, buffer name) pairs)."""
+    from onnx import helper
+
+    declared = {vi.name: vi.type.tensor_type for vi in model.graph.input}
+    out = {}
+    for o, b in ports:
+        t = declared[o]
+        static = t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim)
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.elem_type))
+        except (KeyError, TypeError, ValueError):
+            raise _CheckError(f"input '{o}' of the model has no numeric element type") from None
+        out[o] = Port("input", o, b, dtype, [d.dim_value for d in t.shape.dim] if static else None)
+    return out
 
 
 def resolve_names(
@@ -231,7 +345,11 @@ def _compare(args: argparse.Namespace) -> int:
     given = [a.split("=", 1) for a in args.input]
     in_names = resolve_names([n for n, _ in given], table.inputs, "input")
     out_names = resolve_names([a.split("=", 1)[0] for a in args.output], table.outputs, "output")
-    inputs = {in_names[name]: _load(path, f"--input {name}") for name, path in given}
+    in_ports = _input_ports(model, table.inputs)
+    inputs = {
+        in_names[name]: _load(path, f"--input {name}", in_ports[in_names[name]])
+        for name, path in given
+    }
     missing = [(o, b) for o, b in table.inputs if o not in inputs]
     if missing:
         raise _CheckError(
@@ -254,7 +372,9 @@ def _compare(args: argparse.Namespace) -> int:
     for a in args.output:
         name, path = a.split("=", 1)
         ref = want[out_names[name]]
-        got = _load(path, f"--output {name}", ref)
+        buffer = dict(table.outputs)[out_names[name]]
+        port = Port("output", out_names[name], buffer, ref.dtype, ref.shape)
+        got = _load(path, f"--output {name}", port)
         v = max_violation(got, ref)
         atol, rtol = TOLERANCES[np.dtype(ref.dtype)]
         diff = _max_diff(got, ref)

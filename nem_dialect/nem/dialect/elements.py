@@ -121,3 +121,32 @@ def elem_of_xdsl(attr: Attribute) -> str | None:
 def elem_bytes(name: str, count: int) -> int:
     """Bytes that `count` packed elements occupy (TYPE-02: ceil for sub-byte types)."""
     return -(-count * ELEM_TYPES[name].bits // 8)
+
+
+def elem_of_dtype(dtype: np.dtype) -> str | None:
+    """The spec's name of the element type whose values numpy holds in
+    `dtype` (int8 is `i8`, not the packed `i4`), or None."""
+    return next(
+        (n for n, e in ELEM_TYPES.items() if n != "i4" and e.dtype == dtype),
+        None,
+    )
+
+
+def dtype_mismatch(dtype: np.dtype, elem: str, target: str, fix: str = "") -> str | None:
+    """Why an array of numpy `dtype` cannot give the values of `target` (a
+    buffer, region or port as an error names it) of element type `elem`, or
+    None (`fix`: the caller's other remedy, after the first): the one rule of `nem-run --input`, `write_tensor`, `nem-opt
+    --embed` and `python -m nem.compile.check` (its `--input` and `--output`
+    files).  The dtype must be the element type's, in its byte order: a
+    big-endian `>f4` file holds float32 values, but its bytes read as they
+    are are other numbers (an outside user, session 66: check passed one to
+    onnxruntime as it was and called the program's right output a MISMATCH),
+    so it is refused with the conversion that fixes it."""
+    want = ELEM_TYPES[elem].dtype
+    if dtype == want:
+        return None
+    a = "an" if str(dtype)[0] in "aeiou" else "a"
+    why = f"{a} {dtype} array does not match {target}: write an array of {elem} ({want}){fix}"
+    if dtype.byteorder == ">" and dtype.newbyteorder("<") == want:
+        why += f"; its values are big-endian: numpy's a.astype('{want.str}') converts them"
+    return why

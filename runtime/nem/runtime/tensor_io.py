@@ -45,6 +45,7 @@ import numpy.typing as npt
 
 from nem.dialect.elements import ELEM_BITS as BITS
 from nem.dialect.elements import ELEM_DTYPES as DTYPES
+from nem.dialect.elements import dtype_mismatch
 from nem.runtime.memory import (
     BufferInfo,
     Memory,
@@ -269,12 +270,9 @@ def check_write(
     if raw or t.elem is None:
         _span(t, offset, count * dtype.itemsize, "writing")
         return t
-    if dtype != t.dtype:
-        raise TensorIOError(
-            f"a {dtype} array does not match {t.describe()}: write an array "
-            f"of {t.elem} ({t.dtype}), or write the bytes as they are "
-            "(raw=True, nem-run --input-raw)"
-        )
+    fix = ", or write the bytes as they are (raw=True, nem-run --input-raw)"
+    if why := dtype_mismatch(dtype, t.elem, t.describe(), fix):
+        raise TensorIOError(why)
     if t.region is not None and offset == 0:
         if tuple(shape) != t.shape:
             raise TensorIOError(
