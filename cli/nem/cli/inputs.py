@@ -251,6 +251,29 @@ def _stdin_is(st: os.stat_result) -> bool:
     return stat.S_ISREG(fd.st_mode) and (fd.st_dev, fd.st_ino) == (st.st_dev, st.st_ino)
 
 
+def external_data_inputs(src: str, outputs: list[str]) -> list[str]:
+    """The external-data files of the ONNX model `src`, inputs of the
+    compile that `outputs` must not name (D-FILE-PATHS): a model
+    whose weights were saved as `m.weights.npz` lost them to `nem-compile
+    m.onnx -o m.nem`, which writes its own weights there (an outside
+    tester, session 66).  The model is parsed (without its data) only where
+    an output that exists is named in its bytes: a fresh compile, or a
+    model that names none of them, pays nothing."""
+    import mmap
+
+    present = [p for p in outputs if os.path.isfile(p)]
+    try:
+        with open(src, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            named = any(m.find(os.path.basename(p).encode()) >= 0 for p in present)
+    except (OSError, ValueError):  # (an empty file: the import reports it)
+        return []
+    if not named:
+        return []
+    from nem.frontends.onnx.validate import external_data_files
+
+    return external_data_files(src)
+
+
 def check_distinct_outputs(paths: Sequence[tuple[str, str]]) -> None:
     """Refuse two outputs of one command (`(path, flag)` pairs) that name
     the same file (spelled alike, through `..` or a link; the null device
@@ -283,4 +306,5 @@ __all__ = [
     "check_distinct_outputs",
     "same_file",
     "load_npy",
+    "external_data_inputs",
 ]

@@ -314,7 +314,12 @@ def _check_outputs(
     device, beside which no weights are written."""
     if args.bisect:
         return None
-    from nem.cli.inputs import InputError, check_distinct_outputs, check_output_path
+    from nem.cli.inputs import (
+        InputError,
+        check_distinct_outputs,
+        check_output_path,
+        external_data_inputs,
+    )
     from nem.compile.pipeline import STAGES
 
     paths = [] if out == "-" else [(out, "-o")]
@@ -322,7 +327,7 @@ def _check_outputs(
         paths.append((stem + ".weights.npz", "-o (the weights beside it)"))
     if args.save_temps:
         paths += [(stem + s.suffix, "--save-temps") for s in STAGES if s.name != "lower"]
-    inputs = [src, *(_external_data(src, [p for p, _ in paths]) if ext == ".onnx" else [])]
+    inputs = [src, *(external_data_inputs(src, [p for p, _ in paths]) if ext == ".onnx" else [])]
     try:
         for path, flag in paths:
             check_output_path(path, flag, inputs)
@@ -330,28 +335,6 @@ def _check_outputs(
     except InputError as e:
         return str(e)
     return None
-
-
-def _external_data(src: str, outputs: list[str]) -> list[str]:
-    """The external-data files of the model `src` (D-FILE-PATHS): a model
-    whose weights were saved as `m.weights.npz` lost them to `nem-compile
-    m.onnx -o m.nem`, which writes its own weights there (an outside
-    tester, session 66).  The model is parsed (without its data) only where
-    an output that exists is named in its bytes: a fresh compile, or a
-    model that names none of them, pays nothing."""
-    import mmap
-
-    present = [p for p in outputs if os.path.isfile(p)]
-    try:
-        with open(src, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            named = any(m.find(os.path.basename(p).encode()) >= 0 for p in present)
-    except (OSError, ValueError):  # (an empty file: the import reports it)
-        return []
-    if not named:
-        return []
-    from nem.frontends.onnx.validate import external_data_files
-
-    return external_data_files(src)
 
 
 def _check_device(args: argparse.Namespace) -> int | None:
