@@ -227,6 +227,33 @@ def test_embedded_arrays_are_checked_as_run_inputs(tmp_path):
     assert interp.read_tensor("C_L2", (32,), np.float64).tolist() == [1.0] * 32
 
 
+@pytest.mark.slow  # 4 s
+def test_embed_with_text_output_is_refused_and_a_partial_embed_warns(tmp_path):
+    """`--embed` with text output (no -t, -t nem, -t mlir) exited 0 with the
+    bytes of the run without it, the arrays dropped unsaid; an array filling
+    20 of a buffer's 65,536 bytes was embedded without the warning nem-run
+    --input gives (an outside user, session 66)."""
+    w, small = tmp_path / "w.npy", tmp_path / "s.npy"
+    np.save(w, np.ones((256, 128), np.float16))
+    np.save(small, np.ones(10, np.float16))
+    for target in ([], ["-t", "nem"], ["-t", "mlir"]):
+        out = tmp_path / "out.txt"
+        r = tool("opt", str(GEMM), *target, "--embed", f"B_L2={w}", "-o", str(out))
+        assert r.returncode == 1 and not out.exists(), (target, r.stderr)
+        err = r.stderr.decode()
+        assert err.startswith("nem-opt: error: --embed takes effect only in NEM bytecode, but ")
+        assert "fix: add -t nemb -o FILE.nemb" in err
+    r = tool("opt", str(GEMM), "--strip-names")
+    assert r.returncode == 1 and b"--strip-names takes effect only in NEM bytecode" in r.stderr
+    out = tmp_path / "p.nemb"
+    r = tool("opt", str(GEMM), "--embed", f"B_L2={small}", "-o", str(out))
+    assert r.returncode == 0 and out.exists(), r.stderr
+    warning = f"--embed B_L2={small}: the array fills 20 of the 65536 bytes of 'B_L2'; the other "
+    assert r.stderr.decode().startswith(f"nem-opt: warning: {warning}")
+    run = tool("run", str(GEMM), "--input", f"B_L2={small}", "--no-progress")
+    assert f"nem-run: warning: --input B_L2={small}: the array fills 20 of" in run.stderr.decode()
+
+
 @pytest.mark.slow  # 3 s
 def test_stripped_names_and_debug(tmp_path):
     full, bare = tmp_path / "full.nemb", tmp_path / "bare.nemb"

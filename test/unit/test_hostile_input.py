@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+from xdsl.dialects.builtin import ModuleOp
 
-from nem.cli.inputs import InputError, check_output_path, read_input
+from nem.cli.inputs import InputError, check_output_path, read_input, read_json
 from nem.dialect.diagnostics import NemDiagnosticError
 from nem.dialect.expressions import BINOPS, Evaluator, ExprError, apply_binop
 from nem.dialect.limits import INT_MAX, MAX_SOURCE_BYTES
@@ -96,6 +97,41 @@ def test_invalid_utf8_is_located():
     assert "byte 0xff at byte offset 23" in d.message
 
 
+def test_a_byte_order_mark_is_named_as_such(tmp_path):
+    """A `.nem` file saved "UTF-8 with BOM" was told, as its fix, that NEM
+    expressions use only + - * / mod (an outside user, session 66): the fix
+    says to save it without the byte-order mark."""
+    f = tmp_path / "bom.nem"
+    f.write_bytes(b"\xef\xbb\xbfconst N = 2\n")
+    with pytest.raises(NemDiagnosticError) as e:
+        parse_nem(read_source(f), str(f))
+    d = e.value.diagnostics[0]
+    assert (d.loc.line, d.loc.col, d.rule) == (1, 1, "GRAM-16")
+    assert "save it as UTF-8 without BOM" in d.fix
+    with pytest.raises(NemDiagnosticError) as e:  # one inside the text: delete it
+        parse_nem("const N = 2\ufeff\n", "f.nem")
+    assert "a byte-order mark (U+FEFF, invisible) has no place" in e.value.diagnostics[0].fix
+
+
+@pytest.mark.parametrize("text", ["", " \n\t\n"])
+def test_an_empty_program_file_is_refused(tmp_path, text):
+    """D-DOC-EMPTY: a 0-byte `.nem` ran ("status: completed", exit 0) in
+    nem-opt, nem-verify and nem-run (an outside user, session 66); the
+    parser's entry refuses it for all of them.  A chunk of
+    --split-input-file may be empty, and comments alone are a program."""
+    from nem.runtime.api import NemInterpreter
+
+    f = tmp_path / "empty.nem"
+    f.write_text(text)
+    with pytest.raises(NemDiagnosticError) as e:
+        NemInterpreter().load(f)
+    d = e.value.diagnostics[0]
+    assert d.headline().startswith(f"{f}:1:1: error: empty file: no program text")
+    assert d.fix and "give the .nem file of the program" in d.fix
+    assert isinstance(parse_nem(text, "x.nem", chunk=True), ModuleOp)
+    assert isinstance(parse_nem("# a comment\n", "x.nem"), ModuleOp)
+
+
 @pytest.mark.parametrize(
     "make,problem",
     [
@@ -151,6 +187,11 @@ def test_input_files(tmp_path):
         ({"DMA": {"speed": 3}}, "DMA: unknown parameter 'speed'"),
         ({"DMA": [1]}, "DMA: expected an object of parameters, got list"),
         ({"DMA": {"latency": 2.5}}, "DMA.latency is 2.5, must be a whole number of cycles"),
+        # session 66: a bandwidth of 1e-300 printed a 300-digit cycle count
+        ({"DMA": {"bandwidth": 1e-300}}, "DMA.bandwidth is 1e-300, must be from 0.001 to"),
+        ({"NMU": {"fp16_macs": 1e12}}, "NMU.fp16_macs is 1000000000000.0, must be from 0.001"),
+        ({"DMA": {"latency": 1e300}}, "must be at most 1,000,000,000 cycles"),
+        ({"DMA": {"bandwidth": 0.001, "latency": 10**9}}, None),
         ({"DMA": {"bandwidth": 64, "latency": 0}}, None),
         ({"DMA": {"bandwidth": 0.5, "latency": 8.0}}, None),
     ],
@@ -158,6 +199,16 @@ def test_input_files(tmp_path):
 def test_profile_validation(profile, problem):
     got = profile_problem(profile)
     assert got == problem if problem is None else problem in got
+
+
+def test_a_deeply_nested_profile_is_refused_as_such(tmp_path):
+    """100,000 nested `[` in a `--profile` file overflowed Python's json
+    parser: nem-run said "internal error: RecursionError" (an outside
+    user, session 66); it is an InputError naming the file."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InputError, match=r"--profile: '.*deep.json' nests arrays or objects too"):
+        read_json(str(deep), "--profile")
 
 
 def _prog(text: str) -> ProgramOp:

@@ -127,6 +127,21 @@ def load_npy(
         raise InputError(flag, str(e)) from None
 
 
+def partial_fill(what: str, name: str, written: int, size: int) -> str | None:
+    """The warning, without its tool's prefix, for an array of `written`
+    bytes given to buffer or region `name` of `size` (`what`: the flag and
+    its value), or None when it fills `name`.  A smaller array is allowed
+    (it fills the start) but is more often a mistake (a wrong shape saved)
+    than an intent.  One text for `nem-run --input` and `nem-opt --embed`
+    (the latter gave none, an outside user, session 66)."""
+    if written >= size:
+        return None
+    return (
+        f"{what}: the array fills {written} of the {size} bytes of '{name}'; the other "
+        f"{size - written} keep their previous contents (zeros, or the program's initial data)"
+    )
+
+
 def read_binding(text: str) -> tuple[str, np.ndarray]:
     """`nem-compile --bind NAME=VALUES`: the graph input's name and its
     value, a comma-separated list of numbers (`axes=0,2`, `k=3`: shaped
@@ -168,7 +183,11 @@ def read_archive(
 
 
 def read_json(path: str, flag: str) -> object:
-    """A small JSON document (a cost profile)."""
+    """A small JSON document (a cost profile).  Python's json parser
+    recurses once per nested array or object: a megabyte of `[` (an
+    outside user, session 66) ended in RecursionError, reported as an
+    internal error; a profile is two levels deep, so any nesting the
+    parser cannot take is refused as such."""
     size = _regular_file(path, flag)
     if size > 2**20:
         raise InputError(flag, f"'{path}' has {size} bytes; a profile is a small JSON object")
@@ -176,6 +195,12 @@ def read_json(path: str, flag: str) -> object:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(flag, f"'{path}' is not valid JSON: {e}") from None
+    except RecursionError:
+        raise InputError(
+            flag,
+            f"'{path}' nests arrays or objects too deeply to read; a profile is an "
+            'object of units holding objects of parameters, e.g. {"DMA": {"bandwidth": 64}}',
+        ) from None
 
 
 def same_file(a: str, b: str) -> bool:
@@ -302,6 +327,7 @@ __all__ = [
     "read_input",
     "read_archive",
     "read_json",
+    "partial_fill",
     "check_output_path",
     "check_distinct_outputs",
     "same_file",

@@ -34,6 +34,7 @@ from nem.cli.inputs import (
     InputError,
     check_distinct_outputs,
     check_output_path,
+    partial_fill,
     read_archive,
     read_input,
     read_json,
@@ -240,15 +241,9 @@ def _load(args: argparse.Namespace, interp: NemInterpreter) -> Program:
 
 
 def _warn_partial(what: str, name: str, written: int, size: int) -> None:
-    """An array smaller than its buffer is allowed (it fills the start), but is
-    more often a mistake (a wrong shape saved) than an intent: say so."""
-    if written < size:
-        print(
-            f"nem-run: warning: {what}: the array fills {written} of the {size} bytes of "
-            f"'{name}'; the other {size - written} keep their previous contents (zeros, "
-            "or the program's initial data)",
-            file=sys.stderr,
-        )
+    """`partial_fill`'s warning, if any (`nem-opt --embed` gives the same)."""
+    if why := partial_fill(what, name, written, size):
+        print(f"nem-run: warning: {why}", file=sys.stderr)
 
 
 def _warn_unset(names: list[str], program: str) -> None:

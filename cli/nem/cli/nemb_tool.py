@@ -120,6 +120,40 @@ def target_of_output(args: argparse.Namespace) -> None:
         sys.exit(1)
 
 
+def bytecode_flags_need_nemb(args: argparse.Namespace) -> None:
+    """`--embed`, `--strip-names` and `--strip-debug` shape NEM bytecode:
+    with text output (`-t nem`, `-t mlir`, or no `-t` for a `.nem` or
+    `.mlir` input) they are a usage error, exit 1 and nothing written.
+    They were ignored: `nem-opt g.nem --embed W=w.npy -o g2.nem` exited 0
+    with the very bytes of the run without `--embed`, the weights dropped
+    without a word (an outside user, session 66; D-OPT-TARGET).  Called
+    after `target_of_output`, so `-o FILE.nemb` alone is bytecode."""
+    given = [
+        flag
+        for flag, on in (
+            ("--embed", args.embed),
+            ("--strip-names", args.strip_names),
+            ("--strip-debug", args.strip_debug),
+        )
+        if on
+    ]
+    if not given or args.target == "nemb" or args.dump_nemb:
+        return
+    how = (
+        f"-t {args.target} writes text"
+        if args.target != "same-as-input"
+        else "the output is text (no -t)"
+    )
+    lost = "no array would be written" if args.embed else "nothing would be stripped"
+    verb = "takes" if len(given) == 1 else "take"
+    print(
+        f"nem-opt: error: {' and '.join(given)} {verb} effect only in NEM bytecode, but "
+        f"{how}: {lost}\nfix: add -t nemb -o FILE.nemb (or only -o FILE.nemb)",
+        file=sys.stderr,
+    )
+    sys.exit(1)
+
+
 def handles(main: OptMain) -> bool:
     a = main.args
     return a.target == "nemb" or a.dump_nemb or _input_is_nemb(a)
@@ -311,8 +345,10 @@ def _embed_bytes(
     NAME (a region's shape its shape) and fit, its header checked before its
     data is read (`nem.runtime.tensor_io`, D-RT-TENSOR-IO); any other file is
     raw bytes filling buffer NAME exactly, the opt-in for bytes of another
-    type.  A FIFO or a device is refused before it is opened."""
-    from nem.cli.inputs import InputError, read_input
+    type.  A FIFO or a device is refused before it is opened.  An array
+    filling only the start of NAME gets `nem-run --input`'s warning
+    (`partial_fill`: one text for both tools)."""
+    from nem.cli.inputs import InputError, partial_fill, read_input
 
     if not pairs:
         return []
@@ -334,7 +370,10 @@ def _embed_bytes(
             if not path.endswith(".npy"):
                 out.append((buf, 0, data.tobytes()))
                 continue
-            out.append(interp.encode_tensor(buf, data))
+            segment = interp.encode_tensor(buf, data)
+            if why := partial_fill(f"--embed {buf}={path}", buf, len(segment[2]), size):
+                print(f"nem-opt: warning: {why}", file=sys.stderr)  # as nem-run --input's
+            out.append(segment)
         except (InputError, KeyError, ValueError) as e:
             msg = e.args[0] if isinstance(e, KeyError) else str(e)
             if not isinstance(e, InputError):

@@ -347,6 +347,7 @@ class NemOptMain(xDSLOptMain):
             sys.exit(self._print_device(self.args.print_device))
         self._check_paths()
         nemb_tool.target_of_output(self.args)  # `-o X.nemb` writes bytecode (D-OPT-TARGET)
+        nemb_tool.bytecode_flags_need_nemb(self.args)  # `--embed` with text output
         if nemb_tool.handles(self):  # bytecode in or out: cli/nem/cli/nemb_tool.py
             sys.exit(nemb_tool.run_opt(self))
         file, raw = self._read_input()
@@ -459,7 +460,9 @@ class NemOptMain(xDSLOptMain):
         if ext == "nem":
             from nem.frontends.nem_text.parser import parse_nem_facts
 
-            module, facts = parse_nem_facts(text, file, at=at)
+            # a chunk may be empty, a file may not (D-DOC-EMPTY)
+            chunk = bool(self.args.split_input_file)
+            module, facts = parse_nem_facts(text, file, at=at, chunk=chunk)
             self._built = (module, facts)  # for `_verify` of this module as built
             return module
         # located diagnostics for every failure, bounded work (D-LIMITS)

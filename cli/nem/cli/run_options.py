@@ -123,7 +123,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--profile",
         metavar="FILE.json",
-        help='cost-model overrides, e.g. {"DMA": {"bandwidth": 64, "latency": 8}}',
+        help='cost-model overrides, e.g. {"DMA": {"bandwidth": 64, "latency": 8}}: '
+        "rates from 0.001 to 1e9 per cycle, latencies whole cycles from 0 to 1e9",
     )
     p.add_argument("--ddr-size", type=int, default=None, help="DDR bytes (default 256 MB)")
     p.add_argument(

@@ -673,8 +673,9 @@ def check_seed(seed: object) -> int:
 
 def profile_problem(profile: object) -> str | None:
     """Why `profile` is not a valid cost-model override, or None (issue 11:
-    wrong types, a list, zero or negative bandwidths)."""
-    from nem.dialect.semantics.cost import DEFAULT_PROFILE
+    wrong types, a list, zero or negative bandwidths; session 66: rates and
+    latencies out of `cost.MIN_RATE`..`MAX_RATE`, `MAX_LATENCY`)."""
+    from nem.dialect.semantics.cost import DEFAULT_PROFILE, MAX_LATENCY, MAX_RATE, MIN_RATE
 
     if not isinstance(profile, dict):
         return f"expected an object of units, got {type(profile).__name__}"
@@ -699,4 +700,11 @@ def profile_problem(profile: object) -> str | None:
                 return f"{unit}.{key} is {value}, must be {need}"
             if key == "latency" and value != int(value):  # durations are whole cycles
                 return f"{unit}.latency is {value}, must be a whole number of cycles"
+            if key == "latency" and value > MAX_LATENCY:
+                return f"{unit}.latency is {value}, must be at most {MAX_LATENCY:,} cycles"
+            if key != "latency" and not MIN_RATE <= value <= MAX_RATE:
+                return (
+                    f"{unit}.{key} is {value}, must be from {MIN_RATE} to {MAX_RATE:,} "
+                    "per cycle (D-RT-COST)"
+                )
     return None

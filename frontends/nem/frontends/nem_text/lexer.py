@@ -110,7 +110,7 @@ def iter_tokens(text: str, file: str, at: tuple[int, int] = (0, 0)) -> Iterator[
                 f"unexpected character {ch!r}",
                 SourceLoc(file, line, col),
                 "GRAM-16",
-                "remove it; NEM expressions use only + - * / mod and parentheses",
+                _unexpected_fix(ch, pos == 0 and at == (0, 0)),
             )
         kind = m.lastgroup
         assert kind is not None  # every alternative of _TOKEN_RE is a named group
@@ -126,6 +126,20 @@ def iter_tokens(text: str, file: str, at: tuple[int, int] = (0, 0)) -> Iterator[
             nl = False
         pos = m.end()
     yield Token(EOF, "<end of file>", line, pos - line_start + 1, True)
+
+
+def _unexpected_fix(ch: str, file_start: bool) -> str:
+    """The fix of an unexpected character: a byte-order mark is no operator
+    (a file saved "UTF-8 with BOM" by a Windows editor was told NEM
+    expressions use only + - * / mod, an outside user, session 66)."""
+    if ch != "\ufeff":
+        return "remove it; NEM expressions use only + - * / mod and parentheses"
+    if file_start:
+        return (
+            "the file starts with a UTF-8 byte-order mark (BOM, as some Windows editors "
+            "write): save it as UTF-8 without BOM"
+        )
+    return "remove it: a byte-order mark (U+FEFF, invisible) has no place inside NEM text"
 
 
 def tokenize(text: str, file: str, at: tuple[int, int] = (0, 0)) -> list[Token]:

@@ -33,7 +33,7 @@ from nem.dialect.attributes import (
     BufferType,
     DecoratorAttr,
 )
-from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc
+from nem.dialect.diagnostics import NemDiagnosticError, SourceLoc, fail
 from nem.dialect.expressions import BuildFacts
 from nem.dialect.gc_pause import gc_paused
 from nem.dialect.limits import MAX_NESTING_DEPTH
@@ -531,35 +531,59 @@ class ProgramParser(RegionParser):
         return self._numeric_value()
 
 
-def parse_nem(text: str, file: str = "<stdin>", *, at: tuple[int, int] = (0, 0)) -> ModuleOp:
+def parse_nem(
+    text: str, file: str = "<stdin>", *, at: tuple[int, int] = (0, 0), chunk: bool = False
+) -> ModuleOp:
     """Parse a `.nem` program into a module holding one `nem.program`.
 
     The cyclic garbage collector is paused meanwhile: the parser allocates
     only long-lived IR, and rescanning it costs about a third of the time.
     `text` is at most `max_source_bytes()` (D-LIMITS, as the tools).  `at`:
     the lines, and the characters on its first line, before `text` in
-    `file` (a chunk of `--split-input-file`, D-OPT-SPLIT): locations are the
-    file's, and the work is the chunk's only."""
-    return parse_nem_facts(text, file, at=at)[0]
+    `file`; `chunk`: `text` is a chunk of `--split-input-file` (D-OPT-SPLIT):
+    locations are the file's, the work is the chunk's only, and an empty
+    chunk is an empty program where an empty file is refused (D-DOC-EMPTY)."""
+    return parse_nem_facts(text, file, at=at, chunk=chunk)[0]
 
 
 def parse_nem_facts(
-    text: str, file: str = "<stdin>", *, at: tuple[int, int] = (0, 0)
+    text: str, file: str = "<stdin>", *, at: tuple[int, int] = (0, 0), chunk: bool = False
 ) -> tuple[ModuleOp, BuildFacts]:
     """`parse_nem`, and what the parser established of the program it
     built (`ProgramParser.facts`), for `verify_program(facts=...)` on that
     program as built (D-BC-SEED): each integer value's static value and
     structural key, the deepest expression and loop nest, and that every
-    operand is in scope."""
+    operand is in scope.  Every tool's `.nem` program passes here (nem-opt,
+    nem-verify, nem-run, `NemInterpreter.load`), so an empty one is refused
+    here, once."""
     from nem.dialect.arguments import check_text, check_type
     from nem.dialect.limits import max_source_bytes
 
     check_text("parse_nem", "text", text, max_source_bytes())
     check_type("parse_nem", "file", file, str, "a str (the name diagnostics give the text)")
+    if not chunk and not text.strip():
+        raise _empty_file(text, file)
     with gc_paused():
         parser = ProgramParser(text, file, at)
         module = ModuleOp([parser.parse_program()])
         return module, parser.facts()
+
+
+def _empty_file(text: str, file: str) -> NemDiagnosticError:
+    """An empty `.nem` file (no byte, or white space only) is refused,
+    though the grammar's `program ::= ... { stmt }` takes it: such a file is
+    a failed or interrupted write far more often than a program, and the
+    tools ran it ("status: completed", exit 0), as they refuse an empty
+    .onnx (an outside user, session 66; D-DOC-EMPTY).  A file of comments
+    only is still an empty program: someone wrote it."""
+    what = f"{len(text)} characters of white space" if text else "0 bytes"
+    return fail(
+        f"empty file: no program text ({what})",
+        SourceLoc(file, 1, 1),
+        None,
+        "give the .nem file of the program (an empty one is most often an unfinished "
+        "write: write it again)",
+    )
 
 
 __all__ = ["parse_nem", "parse_nem_facts", "ProgramParser", "NemDiagnosticError"]

@@ -32,6 +32,19 @@ DEFAULT_PROFILE: Profile = {
     "VPU": {"throughput": 64, "latency": 2},
     "NMU": {"macs": 1024, "latency": 2},  # fallback MACs/cycle
 }
+MIN_RATE, MAX_RATE = 0.001, 10**9
+"""The range of a profile's rate (a bandwidth in bytes, a throughput in
+elements, MACs, per cycle; `set_timing_profile` refuses others, D-RT-COST).
+A task's duration is `amount / rate` cycles: with a rate of 1e-300 (an
+outside user, session 66) a run printed a 300-digit cycle count.  From one
+byte per thousand cycles to a billion per cycle covers any unit a profile
+models, and keeps a duration of a terabyte-sized amount below 2**63 (the
+integers of `--trace` and `--json`)."""
+
+MAX_LATENCY = 10**9
+"""A profile's largest latency in cycles (its smallest is 0): a second at
+1 GHz, per task; above it a cycle count says nothing (D-RT-COST)."""
+
 MAC_KEYS = {
     "i4": ("int4_macs", "int8_macs"),
     "i8": ("int8_macs",),
