@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nem.cli.compile_interface import interface_lines
 from nem.cli.error_limit import add_error_limit_argument, error_limit, print_diagnostics
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
 
-    from nem.compile.pipeline import CompileResult, Interface, StageResult
+    from nem.compile.pipeline import CompileResult, StageResult
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -670,7 +671,7 @@ def _run(args: argparse.Namespace) -> int:
                 f"{command_line(['nem-run', path_word(out), '--input', path_word(weights)])})",
                 file=sys.stderr,
             )
-        for line in _interface(result.interface, out, weights):
+        for line in interface_lines(result.interface, out, weights):
             print(line, file=sys.stderr)
     return 0
 
@@ -679,45 +680,6 @@ def _times(seconds: float, cpu_seconds: float) -> str:
     """`  812.3 ms wall   790.1 ms cpu`, the times of a -v line (docs/compile.md,
     "What -v prints")."""
     return f"{seconds * 1000:9.1f} ms wall {cpu_seconds * 1000:9.1f} ms cpu"
-
-
-def _interface(iface: Interface, out: str, weights: str) -> list[str]:
-    """The buffers that hold the model's inputs and outputs, with their ONNX
-    names (sanitized names are not guessable: `input.1` is `input1`,
-    D-COMPILE-IFACE), and a `nem-run` command line that writes each output
-    with the model's shape (a buffer's `--output` is its flat elements)."""
-    from nem.cli.common import command_line, path_word
-
-    names = {"float32": "f32", "float16": "f16", "int32": "i32", "int16": "i16", "int8": "i8"}
-
-    def typed(shape: Sequence[int], dtype: Any) -> str:
-        return (
-            f"{names.get(np.dtype(dtype).name, np.dtype(dtype).name)}[{','.join(map(str, shape))}]"
-        )
-
-    lines, run = [], ["nem-run", path_word(out)]
-    if weights:
-        run += ["--input", path_word(weights)]
-    for kind, ports in (("input", iface.inputs), ("output", iface.outputs)):
-        for name, shape, dtype in ports:
-            onnx = iface.onnx_names.get(name)
-            model = iface.onnx_dtypes.get(name)
-            lines.append(
-                f"{kind}: {name} {typed(shape, dtype)}"
-                + (f" (ONNX '{onnx}')" if onnx and onnx != name else "")
-                + (
-                    f" ({model.name} in the model: the program holds"
-                    f" {np.dtype(dtype).name}, which nem-run --input takes)"
-                    if model is not None
-                    else ""
-                )
-            )
-            run += (
-                ["--input", f"{name}={name}.npy"]
-                if kind == "input"
-                else ["--output", f"{name}:{typed(shape, dtype)}={name}.npy"]
-            )
-    return [*lines, "run: " + command_line(run)]
 
 
 def _write_nemb(out: str, src: str, result: CompileResult) -> None:

@@ -14,6 +14,8 @@ when the run completed without races (and, with --schedules, with identical
 final memory), 1 when a race, deadlock, differing schedules or a diagnostic
 was reported, 2 for usage errors (bad flags, inputs whose type does not
 match, output files that cannot be written: all checked before the run).
+`--output` files are written only when the run completed (a run that
+stopped on an error or a deadlock leaves its buffers part-computed).
 """
 
 from __future__ import annotations
@@ -632,7 +634,13 @@ def _run(args: argparse.Namespace, owns_process: bool) -> int:
     written = []
     least = model.of if model is not None else None  # the ideal bounds (--onnx)
     try:
-        _write_outputs(interp, outputs)
+        if result.error is None and result.status == "completed":
+            _write_outputs(interp, outputs)
+        elif outputs:  # (a kernel it could not run left zeros there: an outside user, session 66)
+            print(
+                f"nem-run: --output files not written: the run did not complete ({result.status})",
+                file=sys.stderr,
+            )
         if args.trace:
             s.export_trace(args.trace)
             written.append(f"trace: {args.trace}")

@@ -286,6 +286,7 @@ def compile_mlir(
     written name the buffers, results become `result0`, `result1`, ..."""
     from mlir import ir
 
+    from nem.compile.linalg_ir import spell_window_defaults
     from nem.compile.pipeline import Driver, mlir_arg_names
 
     opts = _options(options, kw)
@@ -319,6 +320,7 @@ def compile_mlir(
 
         driver.timed("import", parse)
         module = holder["m"]
+        spell_window_defaults(module)
         funcs = [
             op
             for op in module.body.operations
@@ -475,15 +477,11 @@ def _port(t: ir.Type) -> tuple[tuple[int, ...], np.dtype]:
     import numpy as np
     from mlir import ir
 
+    from nem.dialect.elements import ELEM_TYPES
+
     shaped = ir.ShapedType(t)
-    elem = str(shaped.element_type)
-    dtypes = {
-        "f32": np.float32,
-        "f16": np.float16,
-        "f64": np.float64,
-        "i32": np.int32,
-        "i8": np.int8,
-        "i16": np.int16,
-        "i64": np.int64,
-    }
-    return tuple(shaped.shape), np.dtype(dtypes.get(elem, np.uint8))
+    # the spec's types by their MLIR names (bf16 was bytes, uint8, though a
+    # buffer of bf16 elements: an outside user, session 66), and f64, i64
+    dtypes = {e.mlir: e.dtype for e in ELEM_TYPES.values() if e.name != "i4"}
+    dtypes.update(f64=np.dtype(np.float64), i64=np.dtype(np.int64))
+    return tuple(shaped.shape), dtypes.get(str(shaped.element_type), np.dtype(np.uint8))

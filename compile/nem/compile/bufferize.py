@@ -51,6 +51,7 @@ def run(module: Any, options: CompileOptions | None = None) -> None:
     options = options or CompileOptions()
 
     read_only_args_as_buffers(module)
+    copy_repeated_results(module)
     written = options.concat_in_place and concats.write_in_place(module)
     padded = options.pad_in_place and pads.write_in_place(module)
     PassManager.parse(f"builtin.module({BUFFERIZE},canonicalize,cse)").run(module.operation)
@@ -58,6 +59,35 @@ def run(module: Any, options: CompileOptions | None = None) -> None:
         pads.drop_self_copies(module)
     if options.transposed_reads:
         transposed_reads.read_through_views(module)
+
+
+def copy_repeated_results(module: Any) -> int:
+    """A function that returns one value in two results returns a copy of
+    it in the later ones (`linalg.copy` into a `tensor.empty`): upstream
+    `buffer-results-to-out-params` (MLIR 22) crashed the process on
+    `return %s, %s` (a segmentation fault in `updateReturnOps`, no message:
+    an outside user, session 66).  Returns how many copies."""
+    from mlir import ir
+    from mlir.dialects import linalg, tensor
+
+    copies = 0
+    for fn in module.body.operations:
+        if fn.operation.name != "func.func" or not fn.regions[0].blocks:
+            continue
+        ret = list(fn.regions[0].blocks[0].operations)[-1].operation
+        seen: list[Any] = []
+        for k, v in enumerate(list(ret.operands)):
+            if isinstance(v.type, ir.RankedTensorType) and any(v == w for w in seen):
+                with ir.InsertionPoint(ret), ret.location:
+                    t = ir.RankedTensorType(v.type)
+                    empty = tensor.empty(t.shape, t.element_type)
+                    copy = linalg.copy(v, outs=[empty]).owner
+                    if "cast" in copy.attributes:  # (its default; xDSL 0.74 parses no type_fn)
+                        del copy.attributes["cast"]
+                    ret.operands[k] = copy.results[0]
+                copies += 1
+            seen.append(v)
+    return copies
 
 
 def _only_read(arg: Any) -> bool:

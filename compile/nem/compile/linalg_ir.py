@@ -71,3 +71,32 @@ def clone_ops(ops: list[ir.Operation], mapping: list[tuple[ir.Value, ir.Value]])
         for old, val in mapping:
             new.replace_uses_of_with(old, val)
         mapping += list(zip(o.results, new.results))
+
+
+WINDOW_ATTRS = ("strides", "dilations")
+
+
+def spell_window_defaults(module: ir.Module) -> None:
+    """Give each named convolution and pooling of `module` the `strides` and
+    `dilations` it leaves out, as their defaults: all 1 (one per window
+    dimension, `conv_2d_...`'s 2, `pooling_ndhwc_...`'s 3).  Upstream's
+    accessors default them, its Python attribute dictionary does not: a
+    user's `linalg.conv_2d_nhwc_hwcf` written without them stopped the
+    compile with an internal KeyError (an outside user, session 66)."""
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        name = op.name
+        if name.startswith(("linalg.conv_", "linalg.depthwise_conv_", "linalg.pooling_")):
+            parts = name.split("_")
+            spatial = next((int(p[0]) for p in parts if len(p) == 2 and p[1] == "d"), 0)
+            if name.startswith("linalg.pooling_"):
+                spatial = len(parts[1]) - 2  # (its layout: nhwc, ncw, ndhwc, ...)
+            for attr in WINDOW_ATTRS:
+                if spatial > 0 and attr not in op.attributes:
+                    i64 = ir.IntegerType.get_signless(64)
+                    op.attributes[attr] = ir.DenseElementsAttr.get_splat(
+                        ir.RankedTensorType.get([spatial], i64), ir.IntegerAttr.get(i64, 1)
+                    )
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)

@@ -37,7 +37,8 @@ else here (D-RT-MLIR-JIT):
 * structured linalg ops (`linalg.generic`, the named ops such as fill, copy,
   add, matmul, conv, transpose, and `linalg.reduce`/`linalg.broadcast` with
   the indexing maps MLIR gives them) run as their generic form: loops in
-  dimension order, the body region interpreted per point and rounded per op;
+  dimension order, the body region interpreted per point and rounded per op
+  (`linalg.index` gives the point's index: session 66);
 * `affine.load/store/apply/for/min/parallel` are re-implemented here: xDSL's
   versions pass every map operand as a dimension and ignore `affine.for`
   bound operands and `iter_args`, which the kernels use (`()[s0, s1] ->

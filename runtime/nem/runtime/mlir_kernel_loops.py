@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, PoolingOperation
 from xdsl.dialects.linalg.ops import BroadcastOp as LinalgBroadcastOp
+from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.dialects.linalg.ops import ReduceOp as LinalgReduceOp
 from xdsl.interpreter import (
     Interpreter,
@@ -43,6 +44,7 @@ from xdsl.interpreter import (
 )
 from xdsl.interpreters.linalg import run_linalg_structured_op
 from xdsl.interpreters.scf import ScfFunctions
+from xdsl.interpreters.shaped_array import ShapedArray
 from xdsl.ir import Attribute, Block, Operation, Region
 from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
 
@@ -329,11 +331,34 @@ class LinalgKernelFunctions(InterpreterFunctions):
 def _run_structured(
     self: InterpreterFunctions, interpreter: Interpreter, op: Operation, args: PythonValues
 ) -> PythonValues:
-    # an _AsGeneric has what run_linalg_structured_op reads of a structured op
-    results: PythonValues = run_linalg_structured_op(
-        interpreter, cast(LinalgStructuredOperation, as_structured(op)), args
-    )
-    return results
+    """xDSL's `run_linalg_structured_op` (an `_AsGeneric` has what it reads
+    of a structured op), or, for a body that asks its point's indices
+    (`linalg.index`, which xDSL 0.74's runner does not give it: a gather
+    written with `tensor.extract` at `linalg.index` compiled, and its kernel
+    could not run, an outside user, session 66), the same loops here, each
+    point's indices kept for `run_index`."""
+    structured = cast(LinalgStructuredOperation, as_structured(op))
+    if structured.results or not any(isinstance(o, IndexOp) for o in structured.body.walk()):
+        results: PythonValues = run_linalg_structured_op(interpreter, structured, args)
+        return results
+    points: list[tuple[int, ...]] = self.__dict__.setdefault("points", [])
+    n_in = len(structured.inputs)
+    maps = [m.data for m in structured.get_indexing_maps()]
+    outs = args[n_in:]
+    shapes = [d for a in args if isinstance(a, ShapedArray) for d in a.shape]
+    for point in product(*map(range, structured.get_shapes_to_loops_map().eval(shapes, []))):
+        scalars = tuple(
+            a.load(m.eval(point, ())) if isinstance(a, ShapedArray) else a
+            for a, m in zip(args, maps, strict=True)
+        )
+        points.append(point)
+        try:
+            values = interpreter.run_ssacfg_region(structured.body, scalars, "for_loop")
+        finally:
+            points.pop()
+        for value, out, m in zip(values, outs, maps[n_in:], strict=True):
+            cast(ShapedArray[Any], out).store(m.eval(point, ()), value)
+    return ()
 
 
 # xDSL's structured ops, and those NEM's contexts parse in their place (the
@@ -348,6 +373,18 @@ for _op in dict.fromkeys(
             f"run_{_op.name.split('.')[1]}{_suffix}",
             impl(_op)(_run_structured),
         )
+
+
+@impl(IndexOp)
+def _run_index(
+    self: InterpreterFunctions, interpreter: Interpreter, op: IndexOp, args: PythonValues
+) -> PythonValues:
+    """`linalg.index d`: dimension d of the point the innermost structured
+    op's body runs at (`_run_structured`)."""
+    return (self.__dict__["points"][-1][op.dim.value.data],)
+
+
+LinalgKernelFunctions.run_index = _run_index  # type: ignore[attr-defined]
 register_impls(LinalgKernelFunctions)  # the methods set above (in place)
 
 
