@@ -162,3 +162,20 @@ func.func @main(%x: tensor<4xbf16>, %y: tensor<4xbf16>) -> tensor<4xbf16> {
     np.testing.assert_array_equal(
         got, (x.astype(np.float32) + y.astype(np.float32)).astype(x.dtype)
     )
+
+
+def test_a_parse_note_keeps_its_location():
+    """Upstream's note `previously defined here` printed without its place;
+    mlir-opt prints `FILE:2:3: note: ...`."""
+    from nem.compile import CompileError
+
+    text = """func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %e = tensor.empty() : tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+"""
+    with pytest.raises(CompileError) as e:
+        compile_mlir(text, device=DEVICE)
+    assert "<mlir>:3:3: error: redefinition of SSA value '%e'" in str(e.value)
+    assert "<mlir>:2:3: note: previously defined here" in str(e.value)

@@ -433,12 +433,14 @@ def _warnings(file: str, driver: Driver) -> list[str]:
 def _upstream_error(stage: str, e: ir.MLIRError, file: str, fix: str) -> CompileError:
     """An upstream `MLIRError` on the user's `.mlir` text, located in that file
     (upstream calls the parsed text "-"), with its notes."""
-    from nem.frontends.upstream_dialects.upstream_ops import upstream_diagnostic
+    from nem.frontends.upstream_dialects.upstream_ops import upstream_diagnostic, upstream_loc
 
     lines = []
     for d in e.error_diagnostics or []:
         lines.append(upstream_diagnostic(str(d.location), d.message, file, fix).render())
-        lines += [f"note: {n.message}" for n in d.notes]
+        for n in d.notes:  # (located as mlir-opt locates them: an outside user, session 66)
+            where = upstream_loc(str(n.location), file)
+            lines.append(f"{where}: note: {n.message}" if where else f"note: {n.message}")
     return CompileError(stage, "\n".join(lines) or f"{file}: error: {e}")
 
 

@@ -300,13 +300,15 @@ def upstream_diagnostic(
     """An upstream diagnostic (`str(mlir.ir.Location)`, which calls a parsed
     text "-") at `file:line:col` of the text it was parsed from (which
     starts at `at` in `file`)."""
-    m = _LOC.search(location)
-    loc = (
-        SourceLoc.in_chunk(file, int(m["line"]), int(m["col"]), at)
-        if m
-        else SourceLoc.in_chunk(file, 1, 1, at)
-    )
+    loc = upstream_loc(location, file, at) or SourceLoc.in_chunk(file, 1, 1, at)
     return Diagnostic("error", message, loc, fix=fix)
+
+
+def upstream_loc(location: str, file: str, at: tuple[int, int] = (0, 0)) -> SourceLoc | None:
+    """`file:line:col` of an upstream location (`upstream_diagnostic`), None
+    for one that names no position (`loc(unknown)`)."""
+    m = _LOC.search(location)
+    return SourceLoc.in_chunk(file, int(m["line"]), int(m["col"]), at) if m else None
 
 
 def _param_names(text: str, start: int) -> list[str]:
