@@ -179,3 +179,21 @@ def test_a_parse_note_keeps_its_location():
         compile_mlir(text, device=DEVICE)
     assert "<mlir>:3:3: error: redefinition of SSA value '%e'" in str(e.value)
     assert "<mlir>:2:3: note: previously defined here" in str(e.value)
+
+
+def test_an_upstream_error_of_no_position_is_not_put_at_line_1():
+    """`linalg.add` on ui8: upstream's verifier reports the `arith.addi` of
+    the named op's body, which has no location; the error named 1:1 (the
+    `func.func` line) and said "fix the MLIR at this position"."""
+    from nem.compile import CompileError
+
+    text = """func.func @main(%x: tensor<4xui8>, %y: tensor<4xui8>) -> tensor<4xui8> {
+  %e = tensor.empty() : tensor<4xui8>
+  %r = linalg.add ins(%x, %y : tensor<4xui8>, tensor<4xui8>) outs(%e : tensor<4xui8>) -> tensor<4xui8>
+  return %r : tensor<4xui8>
+}
+"""
+    with pytest.raises(CompileError) as e:
+        compile_mlir(text, device=DEVICE)
+    assert "<mlir>: error: 'arith.addi' op operand #0" in str(e.value), str(e.value)
+    assert "<mlir>:1:1" not in str(e.value) and "no position" in str(e.value)

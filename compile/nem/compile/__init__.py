@@ -437,6 +437,12 @@ def _upstream_error(stage: str, e: ir.MLIRError, file: str, fix: str) -> Compile
 
     lines = []
     for d in e.error_diagnostics or []:
+        if upstream_loc(str(d.location), file) is None:  # (an op upstream built: a named op's body)
+            lines.append(
+                f"{file}: error: {d.message}\nfix: upstream gives this error no position "
+                "(it was at 1:1, an outside user, session 66): the note shows the op it names"
+            )
+            continue
         lines.append(upstream_diagnostic(str(d.location), d.message, file, fix).render())
         for n in d.notes:  # (located as mlir-opt locates them: an outside user, session 66)
             where = upstream_loc(str(n.location), file)
